@@ -1,0 +1,31 @@
+# Two commands matter: `make demo` and `make test`; both set up .venv when missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The TF wheel is an extra: cpu unless an NVIDIA driver is present.
+TF_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu || echo cpu)
+STAMP := $(VENV)/.installed-$(TF_EXTRA)
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[$(TF_EXTRA),dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tfperf demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo_out

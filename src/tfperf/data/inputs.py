@@ -1,0 +1,153 @@
+"""The run file's data section turned into datasets: which shards, which schema, which
+preprocessing (a built-in workload's, or none), tuned or original, or a user's own
+`module:function` pipeline. Commands call `make_input_dataset`; data/pipeline.py owns
+the stage order.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfperf.config import RunConfig
+from tfperf.data.manifest import Manifest, ManifestError, load_manifest, manifest_path
+from tfperf.data.pipeline import make_dataset
+from tfperf.errors import UserError
+from tfperf.util.imports import load_object
+from tfperf.workloads import Workload, get_workload
+
+
+@dataclass
+class InputSource:
+    """Everything needed to read one run file's data."""
+
+    root: Path
+    manifest: Manifest
+    workload: Workload | None
+
+    def files(self, split: str) -> list[str]:
+        return self.manifest.shard_paths(self.root, split)
+
+    def records(self, split: str) -> int:
+        return self.manifest.splits[split].records
+
+
+def data_dir(cfg: RunConfig) -> Path:
+    """data.dir from the run file; built-in workloads default to runs/<workload>/data."""
+    if cfg.data.dir:
+        return Path(cfg.resolve(cfg.data.dir) or cfg.data.dir)
+    if cfg.workload:
+        return Path("runs") / cfg.workload / "data"
+    raise UserError("data.dir: expected a directory with manifest.json, found nothing set")
+
+
+def workload_of(cfg: RunConfig) -> Workload | None:
+    return get_workload(cfg.workload) if cfg.workload else None
+
+
+def ensure_workload_data(cfg: RunConfig, *, progress: bool = True) -> Path:
+    """Generates and converts a built-in workload's data when its manifest is missing."""
+    root = data_dir(cfg)
+    if manifest_path(root).exists() or not cfg.workload:
+        return root
+    from tfperf.data.workload_data import write_workload_data
+
+    write_workload_data(
+        workload_of(cfg),
+        root,
+        examples=cfg.data.examples,
+        eval_examples=cfg.data.eval_examples,
+        seed=cfg.data.seed,
+        progress=progress,
+    )
+    return root
+
+
+def open_source(cfg: RunConfig) -> InputSource:
+    root = data_dir(cfg)
+    try:
+        manifest = load_manifest(root)
+    except ManifestError:
+        if cfg.workload:
+            raise UserError(
+                f"{manifest_path(root)}: no data yet; run `tfperf convert --workload "
+                f"{cfg.workload} --out {root}` (or any command with --make-data)"
+            ) from None
+        raise
+    return InputSource(root=root, manifest=manifest, workload=workload_of(cfg))
+
+
+def _call_user_pipeline(fn: Any, **kwargs: Any) -> Any:
+    # Pass only the arguments the user's function declares.
+    params = inspect.signature(fn).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return fn(**kwargs)
+    return fn(**{k: v for k, v in kwargs.items() if k in params})
+
+
+def make_input_dataset(
+    cfg: RunConfig,
+    *,
+    training: bool,
+    split: str | None = None,
+    variant: str | None = None,
+    input_context: Any = None,
+    batch_size: int | None = None,
+    stop_after: str | None = None,
+) -> Any:
+    """(features, labels) batches for the run file: tuned, original or the user's own."""
+    import tensorflow as tf
+
+    split = split or (cfg.data.train_split if training else cfg.data.eval_split)
+    batch = batch_size or cfg.pipeline.batch_size
+    if cfg.data.pipeline:
+        fn = load_object(cfg.data.pipeline, field="data.pipeline",
+                         search_dir=str(Path(cfg.source).parent) if cfg.source else None)  # fmt: skip
+        ds = _call_user_pipeline(fn, training=training, batch_size=batch, split=split,
+                                 input_context=input_context, config=cfg)  # fmt: skip
+        if not isinstance(ds, tf.data.Dataset):
+            raise UserError(
+                f"data.pipeline: {cfg.data.pipeline} must return a tf.data.Dataset, "
+                f"found {type(ds).__name__}"
+            )
+        return ds
+    src = open_source(cfg)
+    wl = src.workload
+    variant = variant or cfg.data.variant
+    if variant == "original":
+        if wl is None:
+            raise UserError("data.variant: 'original' needs a built-in workload (set workload)")
+        orig_split = wl.raw_split(split) if wl.original_needs_raw else split
+        files = src.files(orig_split)
+        seed = cfg.pipeline.seed
+        return wl.original_dataset(files, batch, training=training, seed=seed)
+    schema = src.manifest.schema
+    preprocess = wl.preprocess_batch if wl and not wl.per_example else None
+    if wl is None and cfg.data.label:
+        if cfg.data.label not in schema.names:
+            raise UserError(f"data.label: expected one of {schema.names}, found '{cfg.data.label}'")
+        preprocess = _split_label(cfg.data.label)
+    return make_dataset(
+        src.files(split),
+        cfg.pipeline,
+        training=training,
+        parse=schema.parse_batch,
+        parse_one=schema.parse_one,
+        preprocess=preprocess,
+        preprocess_example=wl.preprocess_example if wl and wl.per_example else None,
+        compression=src.manifest.compression,
+        records=src.records(split),
+        input_context=input_context,
+        batch_size=batch,
+        stop_after=stop_after,
+    )
+
+
+def _split_label(label: str) -> Any:
+    def split(batch: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        features = {k: v for k, v in batch.items() if k != label}
+        return features, batch[label]
+
+    return split

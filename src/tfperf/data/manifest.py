@@ -1,0 +1,95 @@
+"""manifest.json: what `convert` wrote (schema, shards with counts, bytes and checksums,
+rejected rows), read back by the pipeline, `inspect` and `--resume`. Writes are atomic."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tfperf.data.schema import Schema
+from tfperf.errors import UserError
+
+MANIFEST_NAME = "manifest.json"
+
+
+class ManifestError(UserError):
+    """A missing or malformed manifest; the message names the file."""
+
+
+class ShardInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str  # relative to the manifest's directory
+    records: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+    sha256: str
+    first_row: int = Field(ge=0, default=0)  # index of the first source row in this shard
+
+
+class SplitInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    shards: list[ShardInfo] = []
+    records: int = 0
+    rejected: int = 0  # rows sent to the rejects file with --on-bad-row skip
+    rejects_file: str | None = None
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["tfperf.manifest/1"] = "tfperf.manifest/1"
+    name: str
+    schema_: Schema = Field(alias="schema")
+    compression: Literal["", "GZIP"] = ""
+    splits: dict[str, SplitInfo] = {}
+    source: str = ""
+    preprocess: str | None = None  # 'module:function' applied during convert, if any
+    workload: str | None = None  # the built-in workload whose data this is, if any
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @property
+    def schema(self) -> Schema:  # type: ignore[override]
+        return self.schema_
+
+    def shard_paths(self, root: str | Path, split: str) -> list[str]:
+        if split not in self.splits:
+            raise ManifestError(
+                f"{Path(root) / MANIFEST_NAME}: no split '{split}'; "
+                f"found {sorted(self.splits) or 'none'}"
+            )
+        return [str(Path(root) / s.file) for s in self.splits[split].shards]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+
+def manifest_path(path: str | Path) -> Path:
+    p = Path(path)
+    return p if p.name == MANIFEST_NAME or p.suffix == ".json" else p / MANIFEST_NAME
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Reads DIR/manifest.json (or the given .json file) with an error naming the file."""
+    p = manifest_path(path)
+    if not p.exists():
+        raise ManifestError(f"{p}: no manifest here; run `tfperf convert` to make one")
+    try:
+        return Manifest.model_validate(json.loads(p.read_text()))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise ManifestError(f"{p}: not a valid tfperf manifest: {exc}") from None
+
+
+def save_manifest(manifest: Manifest, directory: str | Path) -> Path:
+    """Writes manifest.json atomically (temp file + rename), so readers never see half."""
+    p = manifest_path(directory)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    tmp.write_text(manifest.to_json())
+    os.replace(tmp, p)
+    return p

@@ -1,0 +1,210 @@
+"""From shards plus pipeline options to a tf.data.Dataset of batches, in one fixed stage
+order. Each stage carries a one-line comment on why it sits where it does.
+
+    list shards -> shard by worker -> shuffle file order -> interleave parallel reads
+    -> [cache raw records] -> shuffle records -> repeat -> batch -> parse_example (one
+    per batch) -> workload preprocessing on whole batches -> [cache] -> prefetch
+
+`make_dataset(..., stop_after=STAGE)` cuts the pipeline after a stage; `tfperf bench`
+measures every such prefix to find the slow stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfperf.config import PipelineConfig
+from tfperf.errors import UserError
+
+log = logging.getLogger(__name__)
+
+# Stage names in order; prefixes of this list are what `bench` measures.
+STAGES = ("read", "cache_records", "shuffle", "repeat", "batch", "parse", "preprocess",
+          "cache", "prefetch")  # fmt: skip
+# Per-element bookkeeping of a shuffle buffer on top of the element (measured: ~200 B).
+SHUFFLE_OVERHEAD_BYTES = 200
+
+
+class PipelineError(UserError):
+    """Options that cannot make a pipeline; the message names the option."""
+
+
+@dataclass(frozen=True)
+class ShuffleBudget:
+    requested: int
+    granted: int
+    record_bytes: int
+    budget_bytes: int
+
+    @property
+    def requested_bytes(self) -> int:
+        return self.requested * (self.record_bytes + SHUFFLE_OVERHEAD_BYTES)
+
+
+def plan_shuffle_buffer(requested: int, record_bytes: int, budget_mb: float) -> ShuffleBudget:
+    """Largest buffer <= requested whose records fit in the RAM budget (seed A's swap)."""
+    per = max(1, record_bytes) + SHUFFLE_OVERHEAD_BYTES
+    budget = int(budget_mb * 2**20)
+    granted = min(requested, budget // per)
+    return ShuffleBudget(requested, granted, record_bytes, budget)
+
+
+def _autotune(value: int | str) -> int:
+    import tensorflow as tf
+
+    return tf.data.AUTOTUNE if value == "auto" else int(value)
+
+
+def _record_bytes(files: Sequence[str], records: int | None) -> int:
+    """Mean serialized record size from file sizes (a slight overestimate: framing)."""
+    import os
+
+    total = sum(os.path.getsize(f) for f in files if os.path.exists(f))
+    return max(1, total // max(1, records or 1))
+
+
+def make_dataset(
+    files: Sequence[str],
+    options: PipelineConfig,
+    *,
+    training: bool,
+    parse: Callable[[Any], dict[str, Any]],
+    parse_one: Callable[[Any], dict[str, Any]] | None = None,
+    preprocess: Callable[[dict[str, Any]], Any] | None = None,
+    preprocess_example: Callable[[dict[str, Any]], Any] | None = None,
+    compression: str = "",
+    records: int | None = None,
+    input_context: Any = None,
+    batch_size: int | None = None,
+    stop_after: str | None = None,
+) -> Any:
+    """The tuned input pipeline over TFRecord `files`.
+
+    parse: batched parse of a [B] string tensor (Schema.parse_batch);
+    parse_one: per-example parse, used when options.parse == 'per_example';
+    preprocess: whole-batch function -> (features, labels); preprocess_example: the
+    per-example variant (mapped before batch) for workloads that need it;
+    records: total record count (manifest) for the shuffle RAM budget;
+    batch_size: overrides options.batch_size (e.g. the per-replica batch).
+    """
+    import tensorflow as tf
+
+    if stop_after is not None and stop_after not in STAGES:
+        raise PipelineError(f"stop_after: expected one of {list(STAGES)}, found '{stop_after}'")
+    if not files:
+        raise PipelineError("no shard files to read (is the split empty?)")
+    done = lambda stage: stop_after is not None and STAGES.index(stage) >= STAGES.index(stop_after)  # noqa: E731, fmt: skip
+    batch = batch_size or options.batch_size
+    deterministic = (not training) if options.deterministic is None else options.deterministic
+    seed = options.seed
+    ds = tf.data.Dataset.from_tensor_slices(list(files))
+    # Each worker reads its own files, so no record is read twice across workers.
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        else:
+            log.warning(
+                "%d shards for %d input pipelines: sharding records instead of files",
+                len(files),
+                input_context.num_input_pipelines,
+            )
+    # A new file order each epoch spreads shard-level correlation (training only).
+    if training and options.shuffle_files and len(files) > 1:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    # Several files read at once: hides per-file latency and mixes records across shards.
+    cycle = min(len(files), 16) if options.interleave_cycle == "auto" else options.interleave_cycle
+    ds = ds.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression or None,
+                                          buffer_size=8 * 2**20),
+        cycle_length=max(1, cycle),
+        block_length=1 if deterministic else 16,
+        num_parallel_calls=_autotune(options.read_parallelism),
+        deterministic=deterministic,
+    )  # fmt: skip
+    if (
+        input_context is not None
+        and input_context.num_input_pipelines > 1
+        and len(files) < input_context.num_input_pipelines
+    ):
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if options.on_corrupt == "skip":
+        # Drops records whose CRC or framing is bad; the count is logged by the loop.
+        ds = ds.apply(tf.data.experimental.ignore_errors(log_warning=True))
+    if done("read"):
+        return ds
+    # Raw records are cheap to keep: caching here saves disk reads, keeps shuffling fresh.
+    if options.cache_records:
+        ds = ds.cache("" if options.cache_records is True else str(options.cache_records))
+    if done("cache_records"):
+        return ds
+    # Shuffle records within a RAM budget: an oversized buffer swaps (seed A).
+    if training and options.shuffle_buffer > 1:
+        plan = plan_shuffle_buffer(
+            options.shuffle_buffer, _record_bytes(files, records), options.shuffle_ram_mb
+        )
+        if plan.granted < plan.requested:
+            warnings.warn(
+                f"pipeline.shuffle_buffer: {plan.requested} records need "
+                f"~{plan.requested_bytes / 2**20:.0f} MiB, over pipeline.shuffle_ram_mb "
+                f"({options.shuffle_ram_mb:.0f} MiB); using {plan.granted} records",
+                stacklevel=2,
+            )
+        if plan.granted > 1:
+            ds = ds.shuffle(plan.granted, seed=seed, reshuffle_each_iteration=True)
+    if done("shuffle"):
+        return ds
+    # Repeat before batch so that batches never straddle a short epoch end.
+    if training and options.repeat:
+        ds = ds.repeat()
+    if done("repeat"):
+        return ds
+    par = _autotune(options.preprocess_parallelism)
+    if options.parse == "per_example" or preprocess_example is not None:
+        # Per-example work (only where it must be): parse and map before batching.
+        one = parse_one or (lambda s: {k: v[0] for k, v in parse(tf.reshape(s, [1])).items()})
+        ds = ds.map(one, num_parallel_calls=par, deterministic=deterministic)
+        if preprocess_example is not None:
+            ds = ds.map(preprocess_example, num_parallel_calls=par, deterministic=deterministic)
+        ds = ds.batch(batch, drop_remainder=training)
+        if done("preprocess"):
+            return ds
+    else:
+        # Batch first: later maps then pay their per-call overhead once per batch (seed E).
+        ds = ds.batch(batch, drop_remainder=training, num_parallel_calls=par,
+                      deterministic=deterministic)  # fmt: skip
+        if done("batch"):
+            return ds
+        # One vectorized parse_example for the whole batch.
+        ds = ds.map(parse, num_parallel_calls=par, deterministic=deterministic)
+        if done("parse"):
+            return ds
+        # The workload's preprocessing, on whole batches, in parallel.
+        if preprocess is not None:
+            ds = ds.map(preprocess, num_parallel_calls=par, deterministic=deterministic)
+        if done("preprocess"):
+            return ds
+    # Caching after preprocessing replays deterministic work for free in later epochs;
+    # it freezes the order within the cache, so the caller opts in.
+    if options.cache_preprocessed:
+        path = "" if options.cache_preprocessed is True else str(options.cache_preprocessed)
+        ds = ds.cache(path)
+        if training:
+            ds = ds.shuffle(64, seed=seed)  # reorders cached batches each epoch
+    if done("cache"):
+        return ds
+    # Prefetch overlaps input with the step that consumes it: the queue of the seeds.
+    ds = ds.prefetch(_autotune(options.prefetch))
+    opts = tf.data.Options()
+    opts.deterministic = deterministic
+    opts.autotune.enabled = True  # also feeds get_model_proto (input/* metrics)
+    return ds.with_options(opts)
+
+
+def steps_per_epoch(records: int, global_batch: int) -> int:
+    """Full batches in one epoch (training drops the remainder)."""
+    return max(1, math.floor(records / global_batch))

@@ -1,0 +1,95 @@
+"""What a built-in workload provides: a deterministic generator, its schema, the tuned
+batch preprocessing (run by data/pipeline.py after one batched parse), the seed author's
+original pipeline (the baseline to beat), and a Keras 3 model with its loss.
+
+A workload never builds the tuned tf.data pipeline itself: data/pipeline.py owns the
+stage order; the workload only supplies whole-batch functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tfperf.data.schema import Schema
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+Row = dict[str, Any]
+
+
+class Workload:
+    """Base class; subclasses set the class attributes and implement the methods."""
+
+    name: str = ""
+    description: str = ""
+    default_batch_size: int = 512
+    loss: str = "mse"  # a Keras loss name (from_logits variants use the loss object)
+    metrics: Sequence[str] = ()
+    # When True the tuned preprocessing must run per example (map before batch);
+    # data/pipeline.py then maps `preprocess_example` instead of `preprocess_batch`.
+    per_example: bool = False
+
+    def __init__(self, **options: Any):
+        self.options = options
+
+    # ---- data ------------------------------------------------------------------------
+    def raw_schema(self) -> Schema:
+        """Schema of what `generate` yields (before any offline preprocessing)."""
+        raise NotImplementedError
+
+    def schema(self) -> Schema:
+        """Schema of the converted shards that the tuned pipeline reads."""
+        return self.raw_schema()
+
+    def generate(self, n: int, seed: int = 0) -> Iterator[Row]:
+        """n deterministic rows of raw data (same n and seed: same rows)."""
+        raise NotImplementedError
+
+    def offline_preprocess(self) -> Callable[[Row], Row] | None:
+        """Heavy per-row work done once by `convert` (seed A); None when there is none."""
+        return None
+
+    # ---- the tuned pipeline's stages (whole batches of parsed, decoded tensors) --------
+    def preprocess_batch(self, batch: dict[str, tf.Tensor]) -> tuple[Any, Any]:
+        """(features, labels) from one parsed batch; vectorized, graph-only TF ops."""
+        raise NotImplementedError
+
+    def preprocess_example(self, example: dict[str, tf.Tensor]) -> tuple[Any, Any]:
+        """Per-example variant, used only when `per_example` is True."""
+        raise NotImplementedError
+
+    # ---- the original pipeline, as the seed's author wrote it --------------------------
+    def original_dataset(
+        self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
+    ) -> tf.data.Dataset:
+        """The baseline: (features, labels) batches built the seed's way.
+
+        `files` are the shards the original reads (see `original_needs_raw`).
+        With training=False it must be deterministic and unshuffled so that its values
+        can be compared with the tuned pipeline's.
+        """
+        raise NotImplementedError
+
+    # True when the original reads raw (not offline-preprocessed) shards, written by
+    # `convert` to the split named `raw_split(split)`.
+    original_needs_raw: bool = False
+
+    @staticmethod
+    def raw_split(split: str) -> str:
+        return f"{split}_raw"
+
+    # ---- the model -----------------------------------------------------------------------
+    def build_model(self) -> keras.Model:
+        raise NotImplementedError
+
+    def example_bytes(self) -> int:
+        """Approximate size of one converted record (for shuffle-buffer RAM budgets)."""
+        total = 0
+        for f in self.schema().features:
+            total += 200 if f.dtype == "bytes" else f.size * np.dtype(f.dtype).itemsize
+        return total
