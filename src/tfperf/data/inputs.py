@@ -103,8 +103,8 @@ def make_input_dataset(
     split = split or (cfg.data.train_split if training else cfg.data.eval_split)
     batch = batch_size or cfg.pipeline.batch_size
     if cfg.data.pipeline:
-        fn = load_object(cfg.data.pipeline, field="data.pipeline",
-                         search_dir=str(Path(cfg.source).parent) if cfg.source else None)  # fmt: skip
+        here = str(Path(cfg.source).parent) if cfg.source else None
+        fn = load_object(cfg.data.pipeline, field="data.pipeline", search_dir=here)
         ds = _call_user_pipeline(fn, training=training, batch_size=batch, split=split,
                                  input_context=input_context, config=cfg)  # fmt: skip
         if not isinstance(ds, tf.data.Dataset):

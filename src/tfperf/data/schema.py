@@ -271,7 +271,8 @@ def _check_value(f: Feature, value: Any, index: int | None) -> Any:
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged nested lists and the like
-        raise RowError(index, f.name, f"an array of {f.dtype}", f"{type(value).__name__}: {exc}")
+        found = f"{type(value).__name__}: {exc}"
+        raise RowError(index, f.name, f"an array of {f.dtype}", found) from None
     if arr.dtype.kind not in "biuf":
         raise RowError(index, f.name, f"numbers ({f.dtype})", f"dtype {arr.dtype}")
     if f.varlen:
