@@ -31,12 +31,16 @@ class ShardInfo(BaseModel):
 
 
 class SplitInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
     shards: list[ShardInfo] = []
     records: int = 0
     rejected: int = 0  # rows sent to the rejects file with --on-bad-row skip
     rejects_file: str | None = None
+    # Set when this split's records differ from the manifest's schema (e.g. a workload's
+    # raw splits beside its preprocessed ones); None: the manifest's schema.
+    schema_: Schema | None = Field(None, alias="schema")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class Manifest(BaseModel):
@@ -56,6 +60,11 @@ class Manifest(BaseModel):
     @property
     def schema(self) -> Schema:  # type: ignore[override]
         return self.schema_
+
+    def split_schema(self, split: str) -> Schema:
+        """The schema of one split's records (its own, else the manifest's)."""
+        info = self.splits.get(split)
+        return info.schema_ if info is not None and info.schema_ is not None else self.schema_
 
     def shard_paths(self, root: str | Path, split: str) -> list[str]:
         if split not in self.splits:
