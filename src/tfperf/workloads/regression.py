@@ -1,0 +1,180 @@
+"""Seed D's toy problem: 1024 N(0,1) features, label 1 when their sum is positive.
+
+Holds the generator, the tuned batch step (a cast), the seed's baseline (numpy batches
+handed over from Python every step, here through Dataset.from_generator over shards read
+in pure Python) and the seed's model. Also home of the pure-Python TFRecord reader that
+the Python-fed originals share.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import struct
+from collections.abc import Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from tfperf.data.schema import Feature, Schema
+from tfperf.workloads.base import Row, Workload
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+# TFRecord framing: uint64 length, uint32 CRC of the length, data, uint32 CRC of the data.
+_HEADER = struct.Struct("<QI")
+_FOOTER = 4
+
+
+def _open(path: str) -> IO[bytes]:
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    # GZIP shards (manifest compression) start with the gzip magic bytes.
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def iter_tfrecord(path: str) -> Iterator[bytes]:
+    """Every record of one TFRecord file, read in plain Python (no TensorFlow).
+
+    CRCs are not checked: this is the slow Python path of the baselines, which trust
+    their files; the tuned pipeline's TFRecordDataset checks them.
+    """
+    with _open(path) as f:
+        while True:
+            header = f.read(_HEADER.size)
+            if not header:
+                return
+            if len(header) < _HEADER.size:
+                raise ValueError(f"{path}: truncated TFRecord header")
+            (length, _) = _HEADER.unpack(header)
+            data = f.read(length)
+            if len(data) < length or len(f.read(_FOOTER)) < _FOOTER:
+                raise ValueError(f"{path}: truncated TFRecord (record of {length} bytes)")
+            yield data
+
+
+def index_tfrecord(path: str) -> list[tuple[int, int]]:
+    """(offset, length) of each record's data in an uncompressed TFRecord file."""
+    out = []
+    with open(path, "rb") as f:
+        offset = 0
+        while header := f.read(_HEADER.size):
+            if len(header) < _HEADER.size:
+                raise ValueError(f"{path}: truncated TFRecord header")
+            (length, _) = _HEADER.unpack(header)
+            out.append((offset + _HEADER.size, length))
+            offset += _HEADER.size + length + _FOOTER
+            f.seek(offset)
+    return out
+
+
+class RegressionWorkload(Workload):
+    name = "regression"
+    description = "seed D: 1024 normal features, label = sum > 0, Dense(1024) -> logit"
+    default_batch_size = 128  # the seed's batch
+    # The seed's optimizer and learning rate.
+    default_optimizer = "adam"
+    default_learning_rate = 1e-2
+
+    def __init__(self, features: int = 1024, hidden: int = 1024):
+        if features < 1 or hidden < 1:
+            raise ValueError(
+                f"regression options: expected features, hidden >= 1, found {features}, {hidden}"
+            )
+        super().__init__(features=features, hidden=hidden)
+        self.features = features
+        self.hidden = hidden
+
+    @property  # type: ignore[override]
+    def loss(self) -> Any:
+        import keras
+
+        return keras.losses.BinaryCrossentropy(from_logits=True)
+
+    @property  # type: ignore[override]
+    def metrics(self) -> list[Any]:
+        import keras
+
+        # A logit > 0 means p > 0.5: the threshold of accuracy on logits is 0.
+        return [keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")]
+
+    # ---- data ------------------------------------------------------------------------
+    def raw_schema(self) -> Schema:
+        return Schema.of(
+            Feature(name="x", dtype="float32", shape=(self.features,)),
+            Feature(name="y", dtype="int64"),
+        )
+
+    def generate(self, n: int, seed: int = 0) -> Iterator[Row]:
+        rng = np.random.default_rng(seed)
+        chunk = 1024
+        for start in range(0, n, chunk):
+            x = rng.standard_normal((min(chunk, n - start), self.features), dtype=np.float32)
+            # Summed in float64 so that the label does not depend on summation order.
+            y = (x.astype(np.float64).sum(axis=1) > 0).astype(np.int64)
+            for xi, yi in zip(x, y, strict=True):
+                yield {"x": xi, "y": yi}
+
+    # ---- the tuned pipeline --------------------------------------------------------------
+    def preprocess_batch(self, batch: dict[str, tf.Tensor]) -> tuple[Any, Any]:
+        import tensorflow as tf
+
+        return batch["x"], tf.cast(batch["y"], tf.float32)[:, None]
+
+    # ---- the original: numpy batches from Python every step ---------------------------------
+    def numpy_batches(
+        self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The seed's feed: records read and decoded in Python, stacked into numpy batches.
+
+        Training: shuffled file order each pass, forever, full batches only;
+        evaluation: files in order, one pass, the last batch may be short.
+        """
+        schema = self.raw_schema()
+        rng = random.Random(seed)
+        while True:
+            order = list(files)
+            if training:
+                rng.shuffle(order)
+            xs: list[np.ndarray] = []
+            ys: list[float] = []
+            for path in order:
+                for record in iter_tfrecord(path):
+                    row = schema.decode_numpy(record)
+                    xs.append(row["x"])
+                    ys.append(float(row["y"]))
+                    if len(xs) == batch_size:
+                        yield np.stack(xs), np.asarray(ys, np.float32)[:, None]
+                        xs, ys = [], []
+            if not training:
+                if xs:
+                    yield np.stack(xs), np.asarray(ys, np.float32)[:, None]
+                return
+
+    def original_dataset(
+        self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
+    ) -> tf.data.Dataset:
+        """Dataset.from_generator over `numpy_batches`: every batch crosses from Python,
+        one at a time, as feed_dict did in the seed."""
+        import tensorflow as tf
+
+        files = list(files)
+        return tf.data.Dataset.from_generator(
+            lambda: self.numpy_batches(files, batch_size, training=training, seed=seed),
+            output_signature=(
+                tf.TensorSpec([None, self.features], tf.float32),
+                tf.TensorSpec([None, 1], tf.float32),
+            ),
+        )
+
+    # ---- the model -----------------------------------------------------------------------
+    def build_model(self) -> keras.Model:
+        """The seed's model: Dense(1024, relu) -> Dense(1), a logit."""
+        import keras
+
+        x = keras.Input(shape=(self.features,), name="x")
+        h = keras.layers.Dense(self.hidden, activation="relu")(x)
+        out = keras.layers.Dense(1, name="logit")(h)
+        return keras.Model(x, out, name="regression")
