@@ -79,6 +79,49 @@ def open_source(cfg: RunConfig) -> InputSource:
     return InputSource(root=root, manifest=manifest, workload=workload_of(cfg))
 
 
+@dataclass(frozen=True)
+class SplitShards:
+    """The shards one pipeline reads, with the manifest's counts (bench, corrupt checks)."""
+
+    split: str
+    files: list[str]
+    records: list[int]  # per shard, from the manifest
+    bytes: int  # serialized bytes of all shards, from the manifest
+    compression: str
+
+    @property
+    def total_records(self) -> int:
+        return sum(self.records)
+
+    @property
+    def record_bytes(self) -> float:
+        """Mean serialized bytes per record (what MB/s figures count)."""
+        return self.bytes / max(1, self.total_records)
+
+
+def split_shards(
+    cfg: RunConfig, *, training: bool, split: str | None = None, variant: str | None = None
+) -> SplitShards | None:
+    """The shards `make_input_dataset` would read with the same arguments; None for a
+    user's own data.pipeline (tfperf does not know its files)."""
+    if cfg.data.pipeline:
+        return None
+    src = open_source(cfg)
+    split = split or (cfg.data.train_split if training else cfg.data.eval_split)
+    wl = src.workload
+    if (variant or cfg.data.variant) == "original" and wl is not None and wl.original_needs_raw:
+        split = wl.raw_split(split)
+    files = src.files(split)  # raises a ManifestError naming the missing split
+    info = src.manifest.splits[split]
+    return SplitShards(
+        split=split,
+        files=files,
+        records=[s.records for s in info.shards],
+        bytes=sum(s.bytes for s in info.shards),
+        compression=src.manifest.compression,
+    )
+
+
 def _call_user_pipeline(fn: Any, **kwargs: Any) -> Any:
     # Pass only the arguments the user's function declares.
     params = inspect.signature(fn).parameters

@@ -6,7 +6,9 @@ order. Each stage carries a one-line comment on why it sits where it does.
     per batch) -> workload preprocessing on whole batches -> [cache] -> prefetch
 
 `make_dataset(..., stop_after=STAGE)` cuts the pipeline after a stage; `tfperf bench`
-measures every such prefix to find the slow stage.
+measures every such prefix to find the slow stage. A corrupt shard either stops the run
+with an error naming the file (`naming_corrupt_shards`) or, with on_corrupt=skip, loses
+the rest of that shard each epoch (`skipped_records` counts it).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,9 +121,19 @@ def make_dataset(
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     # Several files read at once: hides per-file latency and mixes records across shards.
     cycle = min(len(files), 16) if options.interleave_cycle == "auto" else options.interleave_cycle
+    skip_corrupt = options.on_corrupt == "skip"
+
+    def read_file(f: Any) -> Any:
+        records = tf.data.TFRecordDataset(f, compression_type=compression or None,
+                                          buffer_size=8 * 2**20)  # fmt: skip
+        # on_corrupt=skip: a bad CRC or framing ends that shard's reading (TFRecordDataset
+        # moves to the next file on DataLoss), so each epoch drops the same records;
+        # `skipped_records` counts them. Inside the per-file reader the error never
+        # reaches the parallel interleave.
+        return records.ignore_errors(log_warning=True) if skip_corrupt else records
+
     ds = ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression or None,
-                                          buffer_size=8 * 2**20),
+        read_file,
         cycle_length=max(1, cycle),
         block_length=1 if deterministic else 16,
         num_parallel_calls=_autotune(options.read_parallelism),
@@ -132,9 +145,6 @@ def make_dataset(
         and len(files) < input_context.num_input_pipelines
     ):
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if options.on_corrupt == "skip":
-        # Drops records whose CRC or framing is bad; the count is logged by the loop.
-        ds = ds.apply(tf.data.experimental.ignore_errors(log_warning=True))
     if done("read"):
         return ds
     # Raw records are cheap to keep: caching here saves disk reads, keeps shuffling fresh.
@@ -168,6 +178,10 @@ def make_dataset(
         # Per-example work (only where it must be): parse and map before batching.
         one = parse_one or (lambda s: {k: v[0] for k, v in parse(tf.reshape(s, [1])).items()})
         ds = ds.map(one, num_parallel_calls=par, deterministic=deterministic)
+        # Here the order is parse -> preprocess -> batch: stopping at batch or parse
+        # gives unbatched parsed examples.
+        if done("parse"):
+            return ds
         if preprocess_example is not None:
             ds = ds.map(preprocess_example, num_parallel_calls=par, deterministic=deterministic)
         ds = ds.batch(batch, drop_remainder=training)
@@ -208,3 +222,112 @@ def make_dataset(
 def steps_per_epoch(records: int, global_batch: int) -> int:
     """Full batches in one epoch (training drops the remainder)."""
     return max(1, math.floor(records / global_batch))
+
+
+# ---- corrupt shards: naming the file (error) and counting what is dropped (skip) ----------
+
+
+class CorruptShardError(PipelineError):
+    """A shard failed TFRecord's CRC/framing check; the message names the file."""
+
+
+@dataclass(frozen=True)
+class ShardScan:
+    """One shard read on its own: records readable before the first error, if any."""
+
+    file: str
+    readable: int
+    error: str | None  # TensorFlow's message ("corrupted record at <byte offset>"), or None
+
+
+def scan_shard(file: str, compression: str = "") -> ShardScan:
+    """Reads one shard to its end or its first bad record (a full read: for error paths)."""
+    import tensorflow as tf
+
+    ds = tf.data.TFRecordDataset(file, compression_type=compression or None)
+    count = 0
+    try:
+        # Batched so that Python sees one element per 4096 records.
+        for chunk in ds.batch(4096):
+            count += int(chunk.shape[0])
+    except tf.errors.DataLossError as exc:
+        # The batch holding the bad record was lost: count again, stopping at the bad one.
+        count = sum(int(c.shape[0]) for c in ds.ignore_errors().batch(4096))
+        return ShardScan(file, count, _tf_message(exc))
+    return ShardScan(file, count, None)
+
+
+def find_corrupt_shard(files: Sequence[str], compression: str = "") -> ShardScan | None:
+    """The first shard in `files` that cannot be read to its end, or None."""
+    for f in files:
+        scan = scan_shard(f, compression)
+        if scan.error is not None:
+            return scan
+    return None
+
+
+def corrupt_shard_error(
+    files: Sequence[str], compression: str = "", cause: str = ""
+) -> PipelineError:
+    """The UserError for a DataLossError raised while iterating a pipeline over `files`.
+
+    TensorFlow's message gives a byte offset but not the file, so the shards are scanned
+    (in order, stopping at the first bad one) to name it.
+    """
+    scan = find_corrupt_shard(files, compression)
+    if scan is None:
+        return CorruptShardError(
+            f"reading {len(files)} shard(s) failed a TFRecord check ({cause}), but every shard "
+            "reads cleanly now: is a file being rewritten while training reads it?"
+        )
+    return CorruptShardError(
+        f"{scan.file}: corrupt TFRecord data after {scan.readable} good records "
+        f"({scan.error}); expected intact records (CRC and length framing). Rewrite the shard "
+        "(`tfperf convert --resume`) or set pipeline.on_corrupt=skip to drop the rest of it"
+    )
+
+
+@contextmanager
+def naming_corrupt_shards(files: Sequence[str], compression: str = "") -> Iterator[None]:
+    """Re-raises a DataLossError from iterating a pipeline as CorruptShardError naming the file.
+
+    Wrap the loop that pulls batches (on_corrupt=error):
+        with naming_corrupt_shards(files):
+            for batch in ds: ...
+    """
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.DataLossError as exc:
+        raise corrupt_shard_error(files, compression, _tf_message(exc)) from None
+
+
+def skipped_records(
+    files: Sequence[str], expected: Sequence[int], compression: str = ""
+) -> dict[str, int]:
+    """Records that on_corrupt=skip drops in every epoch, per shard with any dropped.
+
+    `expected` holds each shard's record count from the manifest. The drop is the same
+    every epoch (the rest of a shard after its first bad record), so one scan gives the
+    per-epoch count that the loop reports at each epoch's end. Evaluation, which reads one
+    epoch, can instead compare the records it saw with the manifest's total.
+    """
+    if len(files) != len(expected):
+        raise ValueError(f"{len(files)} files but {len(expected)} expected counts")
+    out = {}
+    for f, n in zip(files, expected, strict=True):
+        missing = n - scan_shard(f, compression).readable
+        if missing > 0:
+            out[f] = missing
+    return out
+
+
+def _tf_message(exc: Exception) -> str:
+    """TensorFlow's error text without the '{{function_node ...}}' and '[Op:...]' noise."""
+    import re
+
+    text = getattr(exc, "message", None) or str(exc)
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"\s*\[Op:[^\]]*\].*$", "", text, flags=re.S)
+    return text.strip()

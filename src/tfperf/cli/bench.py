@@ -1,0 +1,150 @@
+"""`tfperf bench`: the input pipeline alone, its stage prefixes and, on request, the
+workload's original pipeline side by side; a table for people, JSON for scripts. The
+measuring lives in tfperf/bench.py; this module only parses options and prints."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from tfperf.cli.common import (
+    JsonOpt,
+    RunFileArg,
+    SetOpt,
+    console,
+    load_run,
+    print_json,
+    user_errors,
+)
+
+# Kept in step with tfperf/bench.py (not imported here: it would pull TensorFlow into --help).
+_DEFAULT_BATCHES, _DEFAULT_WARMUP, _DEFAULT_REPEATS = 50, 10, 3
+
+HELP = """Measure the training input pipeline alone (no model): examples/s, batches/s and
+MB/s (serialized records read) of the full tuned pipeline and of each stage prefix
+(read, +shuffle, +batch, +parse, +preprocess, +prefetch), medians of repeated runs,
+warm-up excluded.
+
+\b
+--compare original also measures the workload's original pipeline, interleaved with the
+tuned one (A B A B ...), and prints tuned/original. A built-in workload's missing data is
+generated first.
+
+\b
+--json prints (format "tfperf.bench/1"):
+  format, tf_version, cpus, run_file, workload, split, batch_size, repeats, batches, warmup;
+  tuned     the full tuned pipeline (a measurement);
+  original  the original pipeline (a measurement), or null without --compare;
+  stages    measurements of each stage prefix in pipeline order; the last is the full
+            pipeline; [] with --no-stages;
+  ratios    {tuned_over_original, tuned_over_read}: median examples/s of the tuned
+            pipeline over the original's and over the read-only bound (the "read"
+            prefix: records read and batched, nothing parsed); null when not measured.
+  A measurement: name, variant (tuned/original), stage (make_dataset stop_after or null),
+  examples_per_s, batches_per_s, mb_per_s (each {median, min, max}; MB = 10^6 bytes,
+  mb_per_s null when the record size is unknown), record_bytes, and runs (one
+  {seconds, batches, examples} per repeat).
+"""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.2f}"
+
+
+def _table(report: Any) -> Any:
+    from rich.table import Table
+
+    t = Table(title=f"tfperf bench: {report.workload or report.run_file or 'pipeline'} "
+              f"({report.split}, batch {report.batch_size}, {report.batches} batches x "
+              f"{report.repeats} runs)")  # fmt: skip
+    for col in ("pipeline", "examples/s", "min-max", "batches/s", "MB/s", "of read"):
+        t.add_column(col, justify="left" if col == "pipeline" else "right")
+    read = next((m for m in report.stages if m.stage == "read"), None)
+    rows = list(report.stages) or [report.tuned]
+    if report.original is not None:
+        rows.append(report.original)
+    for m in rows:
+        ex = m.examples_per_s
+        mb = m.mb_per_s
+        frac = f"{ex.median / read.examples_per_s.median:.0%}" if read else ""
+        name = "+prefetch = tuned" if m is report.tuned and report.stages else m.name
+        t.add_row(name, _fmt(ex.median), f"{_fmt(ex.min)}-{_fmt(ex.max)}",
+                  _fmt(m.batches_per_s.median), _fmt(mb.median) if mb else "?", frac)  # fmt: skip
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "bench",
+        help=HELP,
+        short_help="Measure the input pipeline alone, stage by stage, beside the original.",
+    )
+    @user_errors
+    def bench(
+        runfile: RunFileArg = None,
+        set_: SetOpt = None,
+        json_out: JsonOpt = False,
+        repeats: Annotated[
+            int, typer.Option("--repeats", help="Timed runs per pipeline (median/min/max).")
+        ] = _DEFAULT_REPEATS,
+        batches: Annotated[
+            int,
+            typer.Option(
+                "--batches",
+                help="Timed batches per run (the debug limit: lower is faster, noisier).",
+            ),
+        ] = _DEFAULT_BATCHES,  # fmt: skip
+        warmup: Annotated[
+            int,
+            typer.Option(
+                "--warmup",
+                help="Batches pulled before timing each run (buffers fill, autotuning settles).",
+            ),
+        ] = _DEFAULT_WARMUP,  # fmt: skip
+        compare: Annotated[
+            str | None,
+            typer.Option(
+                "--compare",
+                help="'original': also measure the workload's original "
+                "pipeline and print tuned/original.",
+                metavar="original",
+            ),
+        ] = None,  # fmt: skip
+        stages: Annotated[
+            bool,
+            typer.Option(
+                "--stages/--no-stages",
+                help="Measure every stage prefix (read, "
+                "+shuffle, ...) too, to find the slow stage.",
+            ),
+        ] = True,  # fmt: skip
+        split: Annotated[
+            str | None, typer.Option("--split", help="Split to read; default data.train_split.")
+        ] = None,
+    ) -> None:
+        from tfperf.data.inputs import data_dir
+        from tfperf.data.manifest import manifest_path
+
+        cfg = load_run(runfile, set_)
+        if cfg.workload and not cfg.data.pipeline and not manifest_path(data_dir(cfg)).exists():
+            console.print(
+                f"no data at {data_dir(cfg)}: generating {cfg.data.examples} "
+                f"{cfg.workload} examples first (data.examples)"
+            )
+        from tfperf.bench import bench_pipeline
+
+        report = bench_pipeline(cfg, repeats=repeats, batches=batches, warmup=warmup,
+                                stages=stages, compare=compare, split=split,
+                                progress=True)  # fmt: skip
+        if json_out:
+            print_json(report.to_dict())
+            return
+        from rich.console import Console
+
+        out = Console()
+        out.print(_table(report))
+        if report.tuned_over_read is not None:
+            out.print(f"tuned reaches {report.tuned_over_read:.0%} of the read-only bound")
+        if report.tuned_over_original is not None:
+            out.print(f"tuned / original = {report.tuned_over_original:.1f}x")
