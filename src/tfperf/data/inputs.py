@@ -166,7 +166,7 @@ def make_input_dataset(
         files = src.files(orig_split)
         seed = cfg.pipeline.seed
         return wl.original_dataset(files, batch, training=training, seed=seed)
-    schema = src.manifest.schema
+    schema = src.manifest.split_schema(split)  # a split may have its own (raw splits)
     preprocess = wl.preprocess_batch if wl and not wl.per_example else None
     if wl is None and cfg.data.label:
         if cfg.data.label not in schema.names:

@@ -160,8 +160,8 @@ def make_dataset(
         if plan.granted < plan.requested:
             warnings.warn(
                 f"pipeline.shuffle_buffer: {plan.requested} records need "
-                f"~{plan.requested_bytes / 2**20:.0f} MiB, over pipeline.shuffle_ram_mb "
-                f"({options.shuffle_ram_mb:.0f} MiB); using {plan.granted} records",
+                f"~{plan.requested_bytes / 2**20:.3g} MiB, over pipeline.shuffle_ram_mb "
+                f"({options.shuffle_ram_mb:.3g} MiB); using {plan.granted} records",
                 stacklevel=2,
             )
         if plan.granted > 1:
