@@ -140,14 +140,18 @@ class RegressionWorkload(Workload):
                 rng.shuffle(order)
             xs: list[np.ndarray] = []
             ys: list[float] = []
+            full = 0
             for path in order:
                 for record in iter_tfrecord(path):
                     row = schema.decode_numpy(record)
                     xs.append(row["x"])
                     ys.append(float(row["y"]))
                     if len(xs) == batch_size:
+                        full += 1
                         yield np.stack(xs), np.asarray(ys, np.float32)[:, None]
                         xs, ys = [], []
+            if training and not full:  # repeating would spin forever without a batch
+                raise ValueError(f"regression: fewer records than one batch of {batch_size}")
             if not training:
                 if xs:
                     yield np.stack(xs), np.asarray(ys, np.float32)[:, None]

@@ -1,0 +1,274 @@
+"""Seed B's deblurring: (blurred, sharp) uint8 image pairs larger than the training patch;
+both images of a pair must get the same random patch.
+
+Holds the generator, the tuned whole-batch crop (one gather with per-example offsets, so
+the pair cannot drift apart), the tutorial's original Keras PyDataset (numpy loading and
+cropping in Python; `original_sequence` for `model.fit`, `original_dataset` for tf.data)
+and a small fully convolutional ResNet-style model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tfperf.data.schema import Feature, Schema
+from tfperf.workloads.base import Row, Workload
+from tfperf.workloads.regression import index_tfrecord, iter_tfrecord
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+CROPS = ("random", "center")
+
+
+def box_blur(image: np.ndarray, radius: int) -> np.ndarray:
+    """Mean over a (2r+1)^2 window, edges replicated, rounded to uint8 (exact integers)."""
+    if radius <= 0:
+        return image.copy()
+    k = 2 * radius + 1
+    img = np.pad(image.astype(np.int64), ((radius, radius), (radius, radius), (0, 0)), "edge")
+    # Integral image: every window sum in four lookups, no float rounding anywhere.
+    s = np.pad(img.cumsum(0).cumsum(1), ((1, 0), (1, 0), (0, 0)))
+    h, w = image.shape[:2]
+    win = s[k : k + h, k : k + w] - s[:h, k : k + w] - s[k : k + h, :w] + s[:h, :w]
+    return ((2 * win + k * k) // (2 * k * k)).astype(np.uint8)  # round half up
+
+
+def _synthetic_image(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A colour gradient, a few rectangles and discs, and fine noise (so every patch is
+    unique, which lets tests find where a patch came from)."""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    c0, c1, c2 = rng.uniform(0, 255, (3, 3)).astype(np.float32)
+    img = c0 + (c1 - c0) * yy[..., None] + (c2 - c0) * xx[..., None]
+    for _ in range(int(rng.integers(3, 8))):
+        color = rng.uniform(0, 255, 3).astype(np.float32)
+        cy, cx = rng.uniform(0, 1, 2)
+        r = rng.uniform(0.05, 0.3)
+        if rng.random() < 0.5:
+            inside = (np.abs(yy - cy) < r) & (np.abs(xx - cx) < r * rng.uniform(0.3, 1.5))
+        else:
+            inside = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
+        img[inside] = color
+    img += rng.normal(0, 6, img.shape).astype(np.float32)
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+class DeblurWorkload(Workload):
+    name = "deblur"
+    description = "seed B: deblurring CNN on (blurred, sharp) patches cropped alike"
+    default_batch_size = 16
+    loss = "mse"
+    metrics = ("mae",)
+    default_optimizer = "adam"
+    default_learning_rate = 1e-3
+
+    def __init__(
+        self,
+        image_size: int = 96,
+        patch: int = 64,
+        blur_radius: int = 2,
+        crop: str = "random",
+        crop_seed: int = 0,
+        filters: int = 32,
+        blocks: int = 3,
+    ):
+        # 64x64 patches keep CPU steps short; the tutorial trained on 256x256.
+        if not 1 <= patch <= image_size:
+            raise ValueError(
+                f"deblur options: expected 1 <= patch <= image_size, found patch={patch}, "
+                f"image_size={image_size}"
+            )
+        if crop not in CROPS:
+            raise ValueError(f"deblur option crop: expected one of {CROPS}, found {crop!r}")
+        super().__init__(image_size=image_size, patch=patch, blur_radius=blur_radius, crop=crop,
+                         crop_seed=crop_seed, filters=filters, blocks=blocks)  # fmt: skip
+        self.image_size, self.patch, self.blur_radius = image_size, patch, blur_radius
+        self.crop, self.crop_seed = crop, crop_seed
+        self.filters, self.blocks = filters, blocks
+
+    # ---- data ------------------------------------------------------------------------
+    def raw_schema(self) -> Schema:
+        shape = (self.image_size, self.image_size, 3)
+        return Schema.of(
+            Feature(name="blurred", dtype="uint8", shape=shape),
+            Feature(name="sharp", dtype="uint8", shape=shape),
+        )
+
+    def generate(self, n: int, seed: int = 0) -> Iterator[Row]:
+        rng = np.random.default_rng(seed)
+        for _ in range(n):
+            sharp = _synthetic_image(rng, self.image_size)
+            yield {"blurred": box_blur(sharp, self.blur_radius), "sharp": sharp}
+
+    # ---- the tuned pipeline --------------------------------------------------------------
+    def crop_offsets(self, batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        """[B, 2] (row, col) patch offsets, one per example.
+
+        Stateless random ops keep the pipeline checkpointable (a stateful op makes
+        tf.data refuse to save the iterator). The seed mixes crop_seed with a fingerprint
+        of the batch: a reshuffled epoch regroups examples, so each gets new patches,
+        while an unshuffled evaluation always sees the same ones.
+        """
+        import tensorflow as tf
+
+        sharp = batch["sharp"]
+        n = tf.shape(sharp)[0]
+        span = self.image_size - self.patch + 1
+        if self.crop == "center":
+            return tf.fill([n, 2], (self.image_size - self.patch) // 2)
+        per_example = tf.fingerprint(tf.reshape(sharp[:, 0], [n, -1]))  # first row of each
+        key = tf.bitcast(tf.fingerprint(tf.reshape(per_example, [1, -1]))[0], tf.int64)
+        seed = tf.stack([tf.constant(self.crop_seed, tf.int64), key])
+        rows = tf.random.stateless_uniform([n], seed, 0, span, dtype=tf.int32)
+        seed_x = tf.random.experimental.stateless_fold_in(seed, 1)
+        cols = tf.random.stateless_uniform([n], seed_x, 0, span, dtype=tf.int32)
+        return tf.stack([rows, cols], axis=1)
+
+    def preprocess_batch(self, batch: dict[str, tf.Tensor]) -> tuple[Any, Any]:
+        import tensorflow as tf
+
+        # Both images in one tensor: a single crop cannot give them different patches.
+        pair = tf.concat([batch["blurred"], batch["sharp"]], axis=-1)  # [B, H, W, 6]
+        offsets = self.crop_offsets(batch)
+        steps = tf.range(self.patch)
+        rows = offsets[:, :1] + steps  # [B, P]
+        cols = offsets[:, 1:] + steps
+        pair = tf.gather(pair, rows, axis=1, batch_dims=1)  # [B, P, W, 6]
+        pair = tf.gather(pair, cols, axis=2, batch_dims=1)  # [B, P, P, 6]
+        pair = tf.cast(pair, tf.float32) / 255.0
+        return pair[..., :3], pair[..., 3:]
+
+    # ---- the original: a Keras PyDataset, numpy in Python -----------------------------------
+    def original_sequence(
+        self,
+        files: Sequence[str],
+        batch_size: int,
+        *,
+        training: bool = True,
+        seed: int | None = None,
+        **pydataset_options: Any,
+    ) -> keras.utils.PyDataset:
+        """The tutorial's loader, for `model.fit` (pydataset_options: workers, ...)."""
+        return _sequence_class()(self, files, batch_size, training=training, seed=seed,
+                                 **pydataset_options)  # fmt: skip
+
+    def original_dataset(
+        self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
+    ) -> tf.data.Dataset:
+        """The PyDataset's batches through Dataset.from_generator, one epoch after another
+        (training) or one pass (evaluation)."""
+        import tensorflow as tf
+
+        files = list(files)
+        if training and len(self.original_sequence(files, batch_size, training=True)) == 0:
+            raise ValueError(f"deblur: fewer records than one batch of {batch_size} in {files}")
+
+        def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            seq = self.original_sequence(files, batch_size, training=training, seed=seed)
+            while True:
+                for i in range(len(seq)):
+                    yield seq[i]
+                if not training:
+                    return
+                seq.on_epoch_end()
+
+        spec = tf.TensorSpec([None, self.patch, self.patch, 3], tf.float32)
+        return tf.data.Dataset.from_generator(batches, output_signature=(spec, spec))
+
+    # ---- the model -----------------------------------------------------------------------
+    def build_model(self) -> keras.Model:
+        """Conv stem, `blocks` residual blocks, conv to 3 channels, plus the input: the net
+        learns the sharpening residual. Any input size (fully convolutional)."""
+        import keras
+
+        inp = keras.Input(shape=(None, None, 3), name="blurred")
+        x = keras.layers.Conv2D(self.filters, 3, padding="same", activation="relu")(inp)
+        for _ in range(self.blocks):
+            y = keras.layers.Conv2D(self.filters, 3, padding="same", activation="relu")(x)
+            y = keras.layers.Conv2D(self.filters, 3, padding="same")(y)
+            x = keras.layers.ReLU()(keras.layers.Add()([x, y]))
+        residual = keras.layers.Conv2D(3, 3, padding="same")(x)
+        # float32 output even under a mixed-precision policy, so the loss sees float32.
+        out = keras.layers.Add(dtype="float32", name="sharp")([inp, residual])
+        return keras.Model(inp, out, name="deblur")
+
+
+@cache
+def _sequence_class() -> type:
+    """Builds the PyDataset subclass on first use, so importing this module stays free of
+    Keras; `DeblurSequence` below resolves to it (also for pickling to worker processes)."""
+    import keras
+
+    class DeblurSequence(keras.utils.PyDataset):
+        """Pairs loaded from disk per batch, decoded and cropped in numpy (seed B)."""
+
+        def __init__(self, wl: DeblurWorkload, files: Sequence[str], batch_size: int, *,
+                     training: bool, seed: int | None, **kwargs: Any):  # fmt: skip
+            super().__init__(**kwargs)
+            self.wl, self.batch_size, self.training = wl, batch_size, training
+            self.schema = wl.raw_schema()
+            self.rng = np.random.default_rng(seed)
+            # Metadata in memory, pixels on disk: (file, offset, length) per record;
+            # gzip shards cannot seek, so their records are held in memory instead.
+            self.items: list[tuple[str, int, int] | bytes] = []
+            for path in files:
+                with open(path, "rb") as f:
+                    gz = f.read(2) == b"\x1f\x8b"
+                if gz:
+                    self.items.extend(iter_tfrecord(path))
+                else:
+                    self.items.extend((path, o, n) for o, n in index_tfrecord(path))
+            self.order = np.arange(len(self.items))
+            if training:
+                self.rng.shuffle(self.order)
+
+        def __len__(self) -> int:
+            n = len(self.items) / self.batch_size
+            return math.floor(n) if self.training else math.ceil(n)
+
+        def _load(self, item: tuple[str, int, int] | bytes) -> dict[str, np.ndarray]:
+            if isinstance(item, bytes):
+                return self.schema.decode_numpy(item)
+            path, offset, length = item
+            with open(path, "rb") as f:
+                f.seek(offset)
+                return self.schema.decode_numpy(f.read(length))
+
+        def __getitem__(self, idx: int) -> tuple[np.ndarray, np.ndarray]:
+            if not 0 <= idx < len(self):
+                raise IndexError(f"batch {idx} of {len(self)}")
+            p, size = self.wl.patch, self.wl.image_size
+            blurred, sharp = [], []
+            for i in self.order[idx * self.batch_size : (idx + 1) * self.batch_size]:
+                row = self._load(self.items[i])
+                if self.wl.crop == "center":
+                    oy = ox = (size - p) // 2
+                else:
+                    oy, ox = self.rng.integers(0, size - p + 1, 2)
+                # The same (oy, ox) for both images: the pitfall the tutorial warns of.
+                blurred.append(row["blurred"][oy : oy + p, ox : ox + p])
+                sharp.append(row["sharp"][oy : oy + p, ox : ox + p])
+            x = np.stack(blurred).astype(np.float32) / 255.0
+            y = np.stack(sharp).astype(np.float32) / 255.0
+            return x, y
+
+        def on_epoch_end(self) -> None:
+            if self.training:
+                self.rng.shuffle(self.order)
+
+    DeblurSequence.__module__ = __name__
+    DeblurSequence.__qualname__ = "DeblurSequence"
+    return DeblurSequence
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy module attribute (PEP 562): `from tfperf.workloads.deblur import DeblurSequence`.
+    if name == "DeblurSequence":
+        return _sequence_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
