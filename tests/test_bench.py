@@ -1,0 +1,170 @@
+"""`tfperf bench` run for real in a subprocess on tiny shards: the documented JSON fields
+and sane values, the table, --compare original, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf  # noqa: E402
+
+from tfperf.bench import stage_prefixes  # noqa: E402
+from tfperf.config import config_from_dict  # noqa: E402
+from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
+from tfperf.data.schema import Feature, Schema  # noqa: E402
+from tfperf.workloads import get_workload  # noqa: E402
+
+BATCH = 32
+MEASUREMENT_KEYS = {"name", "variant", "stage", "examples_per_s", "batches_per_s", "mb_per_s",
+                    "record_bytes", "runs"}  # fmt: skip
+
+
+def write_data(root: Path, schema: Schema, rows, shards: int, workload: str | None) -> Path:
+    """Shards plus manifest.json, as `tfperf convert` lays them out."""
+    root.mkdir(parents=True, exist_ok=True)
+    rows = list(rows)
+    per = len(rows) // shards
+    infos = []
+    for s in range(shards):
+        name = f"train.tfrecord-{s:05d}-of-{shards:05d}"
+        with tf.io.TFRecordWriter(str(root / name)) as w:
+            for row in rows[s * per : (s + 1) * per]:
+                w.write(schema.encode(row))
+        size = (root / name).stat().st_size
+        infos.append(ShardInfo(file=name, records=per, bytes=size, sha256="0" * 64))
+    split = SplitInfo(shards=infos, records=per * shards)
+    save_manifest(Manifest(name="t", schema=schema, splits={"train": split}, workload=workload),
+                  root)  # fmt: skip
+    return root
+
+
+@pytest.fixture
+def chess_run(tmp_path) -> Path:
+    wl = get_workload("chess")
+    write_data(tmp_path / "data", wl.schema(), wl.generate(400, seed=1), 2, "chess")
+    run = tmp_path / "chess.yaml"
+    run.write_text(f"workload: chess\ndata:\n  dir: data\npipeline:\n  batch_size: {BATCH}\n"
+                   "  shuffle_buffer: 100\n")  # fmt: skip
+    return run
+
+
+@pytest.fixture
+def plain_run(tmp_path) -> Path:
+    schema = Schema.of(Feature(name="x", dtype="float32", shape=(4,)),
+                       Feature(name="y", dtype="int64"))  # fmt: skip
+    rows = ({"x": [i, i, i, i], "y": i % 2} for i in range(300))
+    write_data(tmp_path / "plain", schema, rows, 3, None)
+    run = tmp_path / "plain.yaml"
+    run.write_text(f"data:\n  dir: plain\n  label: y\npipeline:\n  batch_size: {BATCH}\n")
+    return run
+
+
+def tfperf(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = os.environ | {"TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "120"}
+    proc = subprocess.run([sys.executable, "-m", "tfperf.cli.main", *args], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def check_measurement(m: dict, *, batches: int, repeats: int) -> None:
+    assert set(m) == MEASUREMENT_KEYS
+    for key in ("examples_per_s", "batches_per_s"):
+        s = m[key]
+        assert 0 < s["min"] <= s["median"] <= s["max"]
+    assert len(m["runs"]) == repeats
+    for run in m["runs"]:
+        assert run["batches"] == batches
+        assert run["examples"] == batches * BATCH  # full batches: training drops remainders
+        assert run["seconds"] > 0
+    ex, bt = m["examples_per_s"]["median"], m["batches_per_s"]["median"]
+    assert ex == pytest.approx(bt * BATCH)
+    if m["mb_per_s"] is not None:
+        assert m["mb_per_s"]["median"] == pytest.approx(ex * m["record_bytes"] / 1e6)
+
+
+def test_bench_json_with_stages_and_compare(chess_run):
+    out = tfperf("bench", str(chess_run), "--json", "--batches", "3", "--warmup", "1",
+                 "--repeats", "2", "--compare", "original")  # fmt: skip
+    rep = json.loads(out.stdout)
+    assert rep["format"] == "tfperf.bench/1"
+    assert rep["workload"] == "chess" and rep["split"] == "train"
+    assert rep["run_file"] == str(chess_run.resolve())
+    assert (rep["batch_size"], rep["batches"], rep["warmup"], rep["repeats"]) == (BATCH, 3, 1, 2)
+    assert rep["cpus"] >= 1 and rep["tf_version"] == tf.__version__
+    # Stages in pipeline order; the last prefix is the full tuned pipeline.
+    assert [m["stage"] for m in rep["stages"]] == ["read", "shuffle", "batch", "parse",
+                                                    "preprocess", "prefetch"]  # fmt: skip
+    assert [m["name"] for m in rep["stages"]] == ["read", "+shuffle", "+batch", "+parse",
+                                                   "+preprocess", "tuned"]  # fmt: skip
+    assert rep["stages"][-1] == rep["tuned"]
+    for m in [*rep["stages"], rep["original"]]:
+        check_measurement(m, batches=3, repeats=2)
+    # 194 packed bytes plus the score and the Example/TFRecord framing.
+    assert 200 < rep["tuned"]["record_bytes"] < 260
+    assert rep["original"]["variant"] == "original" and rep["original"]["stage"] is None
+    med = {m["name"]: m["examples_per_s"]["median"] for m in [*rep["stages"], rep["original"]]}
+    ratios = rep["ratios"]
+    assert ratios["tuned_over_original"] == pytest.approx(med["tuned"] / med["original"])
+    assert ratios["tuned_over_read"] == pytest.approx(med["tuned"] / med["read"])
+
+
+def test_bench_without_stages_or_workload(plain_run):
+    out = tfperf("bench", str(plain_run), "--json", "--no-stages", "--batches", "4",
+                 "--warmup", "0", "--repeats", "1")  # fmt: skip
+    rep = json.loads(out.stdout)
+    assert rep["workload"] is None and rep["original"] is None and rep["stages"] == []
+    assert rep["ratios"] == {"tuned_over_original": None, "tuned_over_read": None}
+    check_measurement(rep["tuned"], batches=4, repeats=1)
+    assert rep["tuned"]["stage"] is None
+
+
+def test_bench_table_for_people(chess_run):
+    out = tfperf("bench", str(chess_run), "--batches", "2", "--warmup", "1", "--repeats", "1",
+                 "--compare", "original", "--set", "pipeline.batch_size=16")  # fmt: skip
+    text = out.stdout
+    for label in ("read", "+shuffle", "+parse", "+preprocess", "+prefetch = tuned", "original"):
+        assert label in text
+    assert "examples/s" in text and "MB/s" in text
+    assert "batch 16" in text  # --set reached the pipeline
+    assert "tuned / original = " in text and "of the read-only bound" in text
+
+
+def test_bench_errors_name_the_option_or_file(plain_run, tmp_path):
+    bad = tfperf("bench", str(plain_run), "--compare", "original", check=False)
+    assert bad.returncode == 2
+    assert "--compare original: needs a built-in workload" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    # A corrupt shard: the error names the file instead of TensorFlow's bare byte offset.
+    shard = tmp_path / "plain" / "train.tfrecord-00001-of-00003"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    bad = tfperf("bench", str(plain_run), "--batches", "20", "--warmup", "0", "--repeats", "1",
+                 "--no-stages", "--set", "pipeline.shuffle_buffer=0", check=False)  # fmt: skip
+    assert bad.returncode == 2, bad.stderr
+    flat = "".join(bad.stderr.split())  # rich wraps long lines, even inside a path
+    assert str(shard) in flat and "corruptTFRecorddata" in flat
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "workload", "expected"),
+    [
+        ({}, None, ["read", "shuffle", "batch", "parse", "preprocess", "prefetch"]),
+        ({"cache_records": True, "cache_preprocessed": True}, None,
+         ["read", "cache_records", "shuffle", "batch", "parse", "preprocess", "cache",
+          "prefetch"]),
+        ({"parse": "per_example"}, None, ["read", "shuffle", "parse", "preprocess", "prefetch"]),
+    ],
+)  # fmt: skip
+def test_stage_prefixes(pipeline, workload, expected):
+    cfg = config_from_dict({"pipeline": pipeline, "workload": workload})
+    per_example = cfg.pipeline.parse == "per_example"
+    assert stage_prefixes(cfg, per_example) == expected
