@@ -1,0 +1,176 @@
+"""`tfperf evaluate`: the separate evaluator. Once: the newest (or a given) checkpoint's eval
+metrics. With --watch: every new checkpoint of a running training until its FINAL one, in
+a process of its own on the CPU. The work is in tfperf.train.evaluator."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from tfperf.cli.common import (
+    JsonOpt,
+    RunFileArg,
+    SetOpt,
+    console,
+    load_run,
+    print_json,
+    user_errors,
+)
+from tfperf.errors import UserError
+
+
+def _hide_gpus() -> None:
+    """The evaluator runs on the CPU so that it never competes with training for the GPU."""
+    if "tensorflow" not in sys.modules:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # effective only before TF loads
+        return
+    import tensorflow as tf
+
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except RuntimeError:  # devices already initialised (e.g. called inside a test process)
+        pass
+
+
+def _metrics_text(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:.5g}" for k, v in metrics.items())
+
+
+@user_errors
+def evaluate(
+    runfile: RunFileArg = None,
+    overrides: SetOpt = None,
+    watch_: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep evaluating each new checkpoint of the run until the "
+            "FINAL one (written when training ends normally), then exit. Writes eval/* "
+            "TensorBoard scalars, eval_results.jsonl and best/ in train.out_dir.",
+        ),
+    ] = False,  # fmt: skip
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Evaluate every checkpoint instead of jumping to the newest "
+            "when behind (with --watch), or every checkpoint on disk (without).",
+        ),
+    ] = False,  # fmt: skip
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            help="A ckpt-N prefix or a folder of checkpoints to "
+            "evaluate once; default: the newest in train.out_dir/checkpoints.",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
+    json_out: JsonOpt = False,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.05, help="Seconds between looks for new checkpoints.")
+    ] = 2.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0,
+            help="With --watch: stop after this many seconds "
+            "even if no FINAL marker came (default: wait for it).",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps",
+            min=1,
+            help="Evaluate at most this many batches per "
+            "checkpoint (debug limit; overrides eval.steps).",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
+    gpu: Annotated[
+        bool, typer.Option("--gpu", help="With --watch: let the evaluator use GPUs (default: CPU).")
+    ] = False,
+    parent_pid: Annotated[
+        int | None,
+        typer.Option(
+            "--parent-pid", hidden=True, help="Exit when this process (the trainer) exits."
+        ),
+    ] = None,  # fmt: skip
+) -> None:
+    """Evaluate a run's checkpoints with the run file's eval data, separately from training.
+
+    Prints loss and metrics; without --watch nothing is written. With --watch, eval.metric
+    and eval.mode choose best/.
+    """
+    if watch_ and not gpu:
+        _hide_gpus()
+    cfg = load_run(runfile, overrides)
+    if watch_:
+        if checkpoint:
+            raise UserError("--checkpoint: not with --watch (it follows train.out_dir)")
+        _watch(cfg, all_, poll, timeout, max_steps, parent_pid, json_out)
+    else:
+        _once(cfg, all_, checkpoint, max_steps, json_out)
+
+
+def _once(cfg: Any, all_: bool, checkpoint: str | None, max_steps: int | None,
+          json_out: bool) -> None:  # fmt: skip
+    from tfperf.train.evaluator import Evaluator, ready_checkpoints, resolve_prefix, run_paths
+
+    _, ckpt_dir, _ = run_paths(cfg)
+    if all_:
+        prefixes = [c.path for c in ready_checkpoints(checkpoint or ckpt_dir)]
+        if not prefixes:
+            raise UserError(f"{checkpoint or ckpt_dir}: no finished checkpoint to evaluate")
+    else:
+        prefixes = [resolve_prefix(checkpoint or ckpt_dir)]
+    evaluator = Evaluator(cfg, max_steps=max_steps, progress=not json_out)
+    rows = []
+    for prefix in prefixes:
+        step, metrics, examples = evaluator.evaluate(prefix)
+        rows.append({"step": step, "checkpoint": prefix, "metrics": metrics,
+                     "examples": examples})  # fmt: skip
+    if json_out:
+        print_json(rows if all_ else rows[0])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    names = list(rows[0]["metrics"])
+    table = Table(title=f"eval ({rows[0]['examples']} examples each)")
+    table.add_column("step", justify="right")
+    for n in names:
+        table.add_column(n, justify="right")
+    table.add_column("checkpoint")
+    for r in rows:
+        table.add_row(str(r["step"]), *(f"{r['metrics'][n]:.5g}" for n in names), r["checkpoint"])
+    Console().print(table)
+
+
+def _watch(cfg: Any, all_: bool, poll: float, timeout: float | None, max_steps: int | None,
+           parent_pid: int | None, json_out: bool) -> None:  # fmt: skip
+    from tfperf.train.evaluator import EvalRecord, run_paths, watch
+
+    def show(rec: EvalRecord) -> None:
+        mark = " [green](best)[/]" if rec.best else ""
+        skipped = f" (skipped {rec.skipped})" if rec.skipped else ""
+        console.print(f"step {rec.step}: {_metrics_text(rec.metrics)}{mark}{skipped}")
+
+    _, ckpt_dir, _ = run_paths(cfg)
+    console.print(f"evaluator: watching {ckpt_dir} every {poll:g} s")
+    records = watch(cfg, all_checkpoints=all_, poll=poll, timeout=timeout, max_steps=max_steps,
+                    parent_pid=parent_pid, progress=not json_out, on_record=show)  # fmt: skip
+    if json_out:
+        print_json([r.__dict__ for r in records])
+    else:
+        console.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("evaluate")(evaluate)
