@@ -8,6 +8,7 @@ import itertools
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfperf.config import PipelineConfig
@@ -96,6 +97,13 @@ def test_generator_is_deterministic():
 def test_model_loss_and_optimizer(tmp_path):
     wl = RegressionWorkload(features=16, hidden=32)
     assert (wl.default_optimizer, wl.default_learning_rate) == ("adam", 1e-2)
+    # The train loop takes the seed's Adam(1e-2) when the run file names no optimizer.
+    from tfperf.config import config_from_dict
+    from tfperf.train.step import make_optimizer
+
+    opt = make_optimizer(config_from_dict({"workload": "regression"}), None, 100, wl)
+    assert isinstance(opt, keras.optimizers.Adam)
+    assert float(opt.learning_rate) == pytest.approx(1e-2)
     files = [_write(tmp_path / "r.tfrecord", wl.schema(), wl.generate(64, seed=0))]
     schema = wl.schema()
     ds = make_dataset(files, PipelineConfig(batch_size=64), training=False,

@@ -64,6 +64,9 @@ class DistanceMapsWorkload(Workload):
     original_needs_raw = True  # the thesis computed the maps from raw clicks every step
     default_optimizer = "adam"
     default_learning_rate = 1e-3
+    # The names the train loop reads when the run file sets no optimizer/learning rate.
+    optimizer = default_optimizer
+    learning_rate = default_learning_rate
 
     def __init__(
         self, image_size: int = 64, max_clicks: int = 5, clip: int = 255, filters: int = 16

@@ -77,6 +77,9 @@ class RegressionWorkload(Workload):
     # The seed's optimizer and learning rate.
     default_optimizer = "adam"
     default_learning_rate = 1e-2
+    # The names the train loop reads when the run file sets no optimizer/learning rate.
+    optimizer = default_optimizer
+    learning_rate = default_learning_rate
 
     def __init__(self, features: int = 1024, hidden: int = 1024):
         if features < 1 or hidden < 1:
