@@ -85,6 +85,9 @@ class TrainConfig(_Section):
     precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = "float32"
     strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "parameter_server"] = "auto"
     devices: int | None = Field(None, gt=0)  # replicas for mirrored; default: all
+    # cluster.yaml ({worker: [host:port], ps: [...], chief: [...]}) for parameter_server;
+    # default: the TF_CONFIG environment variable (multi_worker always reads TF_CONFIG).
+    cluster: str | None = None
     checkpoint: CheckpointConfig = CheckpointConfig()
     checkpoint_input: bool = True  # save the input iterator (exact resume)
     init_from: str | None = None

@@ -1,0 +1,106 @@
+"""`tfperf train`: parses options, runs tfperf.train.loop.train and prints the end-of-run
+table (or JSON). The loop, checkpoints and summaries live in tfperf/train and
+tfperf/observe; this module only wires the command line to them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tfperf.cli.common import (
+    JsonOpt,
+    RunFileArg,
+    SetOpt,
+    console,
+    load_run,
+    print_json,
+    user_errors,
+)
+
+HELP = """Train the run file's model with tfperf's loop: one compiled function runs
+train.steps_per_loop steps per call (auto: ~0.3 s per call, from the measured step time);
+the function must never retrace (a changed input shape or dtype is an error that names it).
+
+Resumes automatically from the latest checkpoint in {train.out_dir}/checkpoints (model,
+optimizer, step and, with train.checkpoint_input, the input iterator: an interrupted epoch
+continues exactly where it stopped). SIGTERM/SIGINT save a checkpoint before exiting.
+Stops at train.max_steps (a global step), train.epochs or train.max_time (seconds); a
+NaN/Inf loss stops training with an error naming the steps.
+
+Writes {out_dir}/logs/train for TensorBoard: loss, metrics, learning_rate,
+step/examples_per_sec, step/time_ms, input/wait_ms, input/wait_fraction, input/buffered,
+input/stage_us/*, weight histograms, and the train function's graph. When training ends
+normally, {out_dir}/checkpoints/FINAL ({"step": N, "checkpoint": path}) marks the end.
+
+train.precision: auto | float32 | mixed_float16 | mixed_bfloat16 (auto times each policy
+the hardware runs and keeps the fastest with a finite loss). train.strategy: auto |
+one_device | mirrored | multi_worker (TF_CONFIG) | parameter_server (train.cluster, with
+`tfperf cluster-server` tasks).
+
+--json prints: steps, start_step, examples_per_sec, input_bound_fraction (input wait /
+wall time), wait_ms_mean, final_loss, metrics, precision, precision_detail, strategy,
+stopped_because (max_steps | epochs | max_time | signal), steps_per_loop, global_batch,
+restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipeline
+(the prefetch buffer and each stage's us/element from tf.data's model).
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("train", help=HELP, short_help="Train with tfperf's loop (resumes, logs, "
+                 "checkpoints, measures input wait).")  # fmt: skip
+    @user_errors
+    def train_cmd(
+        runfile: RunFileArg = None,
+        set_: SetOpt = None,
+        max_steps: Annotated[
+            int | None,
+            typer.Option(
+                "--max-steps",
+                min=1,
+                help="Stop at this global step (a debug limit; overrides train.max_steps).",
+            ),
+        ] = None,  # fmt: skip
+        evaluator: Annotated[
+            bool,
+            typer.Option(
+                "--evaluator",
+                help="Also start `tfperf evaluate RUNFILE --watch` "
+                "(same --set values) as a separate CPU-only process; it evaluates "
+                "each new checkpoint and exits after the final one.",
+            ),
+        ] = False,  # fmt: skip
+        print_tensors: Annotated[
+            str | None,
+            typer.Option(
+                "--print-tensors",
+                metavar="NAME,...",
+                help="Print these tensors "
+                "from inside the graph for the first train.print_steps steps: "
+                "layer names (their outputs), 'loss', 'labels'.",
+            ),
+        ] = None,  # fmt: skip
+        progress: Annotated[
+            bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")
+        ] = True,
+        json_out: JsonOpt = False,
+    ) -> None:
+        overrides = list(set_ or [])
+        if print_tensors:
+            names = [n.strip() for n in print_tensors.split(",") if n.strip()]
+            overrides.append(f"train.print_tensors=[{', '.join(repr(n) for n in names)}]")
+        cfg = load_run(runfile, overrides)
+        from tfperf.data.inputs import ensure_workload_data
+
+        if cfg.workload and not cfg.data.pipeline:
+            ensure_workload_data(cfg, progress=progress)
+        from tfperf.train.loop import print_summary, train
+
+        result = train(cfg, max_steps=max_steps, evaluator=evaluator,
+                       progress=progress and not json_out, overrides=list(set_ or []))  # fmt: skip
+        if json_out:
+            print_json(result.to_dict())
+            return
+        print_summary(result, console)
+        if result.stopped_because == "signal":
+            raise typer.Exit(130)

@@ -1,0 +1,117 @@
+"""The input queue made visible: how long the loop waited for batches (from the train
+function's in-graph timestamps) and what tf.data's own model of the running pipeline
+(`tf.data.experimental.get_model_proto`, needs autotune on) says about the prefetch
+buffer's fill and each stage's processing time. Reading only; the loop decides what to log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    us_per_element: float  # the stage's own processing time per produced element
+    elements: int
+    parallelism: float | None
+    buffered: int
+
+
+@dataclass(frozen=True)
+class PipelineSnapshot:
+    """The final prefetch buffer's fill and every stage, outermost first."""
+
+    buffered: int  # elements waiting in the last prefetch buffer
+    buffer_size: float | None
+    stages: list[Stage] = field(default_factory=list)
+
+
+def tf_data_iterators(iterator: Any) -> list[Any]:
+    """The plain tf.data iterators behind a (possibly distributed) iterator."""
+    import tensorflow as tf
+
+    if isinstance(iterator, tf.data.Iterator) and hasattr(iterator, "_iterator_resource"):
+        return [iterator]
+    found = []
+    # Distributed iterators keep one per-worker iterator each with a tf.data iterator inside;
+    # these are private attributes, so anything unexpected just yields no snapshot.
+    for inner in getattr(iterator, "_iterators", None) or []:
+        it = getattr(inner, "_iterator", None)
+        if it is not None and hasattr(it, "_iterator_resource"):
+            found.append(it)
+    return found
+
+
+def pipeline_snapshot(iterator: Any) -> PipelineSnapshot | None:
+    """None when the pipeline has no model (autotune off, or an unreadable iterator)."""
+    import tensorflow as tf
+
+    for it in tf_data_iterators(iterator):
+        try:
+            proto = tf.data.experimental.get_model_proto(it)
+        except Exception:  # noqa: BLE001 - no autotune model, or an unsupported iterator
+            continue
+        return snapshot_from_proto(proto)
+    return None
+
+
+def snapshot_from_proto(proto: Any) -> PipelineSnapshot | None:
+    """Walks a model_pb2.ModelProto from its output node down its first inputs."""
+    nodes = proto.nodes
+    if not nodes:
+        return None
+    node = nodes.get(proto.output)
+    stages: list[Stage] = []
+    seen = set()
+    while node is not None and node.id not in seen:
+        seen.add(node.id)
+        params = {p.name: p.value for p in node.parameters}
+        if node.name != "Root":
+            per = node.processing_time / node.num_elements / 1e3 if node.num_elements else 0.0
+            par = params.get("parallelism") or params.get("cycle_length")
+            stages.append(Stage(node.name, per, int(node.num_elements), par,
+                                int(node.buffered_elements)))  # fmt: skip
+        node = nodes.get(node.inputs[0]) if node.inputs else None
+    prefetch = next((s for s in stages if s.name.startswith("Prefetch")), None)
+    buffer_size = None
+    for n in nodes.values():
+        if n.name.startswith("Prefetch"):
+            buffer_size = next((p.value for p in n.parameters if p.name == "buffer_size"), None)
+            break
+    return PipelineSnapshot(prefetch.buffered if prefetch else 0, buffer_size, stages)
+
+
+@dataclass
+class FeedMeter:
+    """Input wait and wall time per loop call; timers skip the compiling first call."""
+
+    wait_s: float = 0.0
+    wall_s: float = 0.0
+    steps: int = 0
+    calls: int = 0
+    buffered_sum: float = 0.0
+    buffered_n: int = 0
+
+    def add(self, wait_s: float, wall_s: float, steps: int) -> None:
+        self.wait_s += wait_s
+        self.wall_s += wall_s
+        self.steps += steps
+        self.calls += 1
+
+    def add_buffered(self, buffered: int) -> None:
+        self.buffered_sum += buffered
+        self.buffered_n += 1
+
+    @property
+    def wait_fraction(self) -> float:
+        return self.wait_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def wait_ms_mean(self) -> float:
+        return 1e3 * self.wait_s / self.steps if self.steps else 0.0
+
+    @property
+    def buffered_mean(self) -> float | None:
+        return self.buffered_sum / self.buffered_n if self.buffered_n else None

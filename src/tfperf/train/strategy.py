@@ -1,0 +1,203 @@
+"""Choosing and building the tf.distribute strategy, and handing it the input pipeline.
+
+one_device, mirrored (several local devices), multi_worker (MultiWorkerMirroredStrategy,
+TF_CONFIG) and parameter_server (ParameterServerStrategy with a ClusterCoordinator in this
+process; ps and worker tasks run `tfperf cluster-server`). The global batch is the
+per-replica batch times the replicas; every strategy reads its data through
+`distribute_datasets_from_function`, so each input pipeline reads its own shards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfperf.errors import UserError
+
+KINDS = ("one_device", "mirrored", "multi_worker", "parameter_server")
+
+
+class ClusterError(UserError):
+    """A cluster file or TF_CONFIG that cannot describe a cluster."""
+
+
+@dataclass
+class StrategyInfo:
+    strategy: Any  # tf.distribute.Strategy
+    kind: str
+    replicas: int
+    is_chief: bool = True
+    task_type: str | None = None
+    task_id: int = 0
+    coordinator: Any = None  # ClusterCoordinator for parameter_server
+
+    def describe(self) -> str:
+        where = f" ({self.task_type} {self.task_id})" if self.task_type else ""
+        return f"{self.kind}, {self.replicas} replica(s){where}"
+
+
+def load_cluster(path: str | Path) -> dict[str, list[str]]:
+    """Reads cluster.yaml: {job: [host:port, ...]} with jobs among chief, worker, ps."""
+    import yaml
+
+    p = Path(path)
+    if not p.exists():
+        raise ClusterError(f"{p}: no such cluster file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ClusterError(f"{p}: not valid YAML: {exc}") from None
+    return validate_cluster(data, str(p))
+
+
+def validate_cluster(data: Any, origin: str) -> dict[str, list[str]]:
+    if not isinstance(data, dict) or not data:
+        found = type(data).__name__
+        raise ClusterError(
+            f"{origin}: expected a mapping of jobs to host:port lists, found {found}"
+        )
+    out: dict[str, list[str]] = {}
+    for job, addrs in data.items():
+        if job not in ("chief", "worker", "ps", "evaluator"):
+            raise ClusterError(f"{origin}: job '{job}': expected chief, worker, ps or evaluator")
+        if isinstance(addrs, str):
+            addrs = [addrs]
+        if not isinstance(addrs, list) or not all(isinstance(a, str) and ":" in a for a in addrs):
+            raise ClusterError(
+                f"{origin}: job '{job}': expected a list of host:port, found {addrs!r}"
+            )
+        out[job] = list(addrs)
+    return out
+
+
+def tf_config() -> dict[str, Any] | None:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ClusterError(f"TF_CONFIG: not valid JSON: {exc}") from None
+    if "cluster" not in data:
+        raise ClusterError("TF_CONFIG: expected a 'cluster' key")
+    return data
+
+
+def resolve_kind(requested: str) -> str:
+    """`auto`: TF_CONFIG with ps -> parameter_server, several workers -> multi_worker,
+    several GPUs -> mirrored, else one_device."""
+    if requested != "auto":
+        return requested
+    conf = tf_config()
+    if conf:
+        cluster = conf["cluster"]
+        if cluster.get("ps"):
+            return "parameter_server"
+        if len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1:
+            return "multi_worker"
+    import tensorflow as tf
+
+    return "mirrored" if len(tf.config.list_physical_devices("GPU")) > 1 else "one_device"
+
+
+def ensure_cpu_devices(n: int) -> None:
+    """Splits the CPU into n logical devices (for mirrored on a CPU-only machine).
+
+    Must run before TensorFlow initializes its devices; afterwards it is a no-op if enough
+    logical CPUs already exist, else an error that says so.
+    """
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    if len(tf.config.list_logical_devices("CPU")) >= n:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
+        )
+    except RuntimeError as exc:
+        raise UserError(
+            f"train.devices={n}: cannot split the CPU into {n} devices after TensorFlow "
+            f"started ({exc}); run in a fresh process"
+        ) from None
+
+
+def make_strategy(cfg: Any) -> StrategyInfo:
+    """Builds the strategy named by cfg.train.strategy (and train.devices / train.cluster)."""
+    import tensorflow as tf
+
+    kind = resolve_kind(cfg.train.strategy)
+    if kind == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            return StrategyInfo(tf.distribute.OneDeviceStrategy(gpus[0].name), kind, 1)
+        # On a CPU the default strategy is one device with no distribution overhead.
+        return StrategyInfo(tf.distribute.get_strategy(), kind, 1)
+    if kind == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            devices = [d.name for d in gpus[: cfg.train.devices or len(gpus)]]
+        else:
+            n = cfg.train.devices or 2
+            ensure_cpu_devices(n)
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")[:n]]
+        # On CPU, NCCL is unavailable: reduce with plain copies.
+        cross = None if gpus else tf.distribute.ReductionToOneDevice()
+        strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
+        return StrategyInfo(strategy, kind, strategy.num_replicas_in_sync)
+    if kind == "multi_worker":
+        conf = tf_config()
+        if conf is None:
+            raise ClusterError(
+                "train.strategy=multi_worker: set TF_CONFIG on every worker "
+                '({"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}})'
+            )
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        task = conf.get("task", {})
+        ttype, tid = task.get("type", "worker"), int(task.get("index", 0))
+        has_chief = bool(conf["cluster"].get("chief"))
+        chief = ttype == "chief" or (not has_chief and ttype == "worker" and tid == 0)
+        return StrategyInfo(strategy, kind, strategy.num_replicas_in_sync, chief, ttype, tid)
+    if kind == "parameter_server":
+        return _parameter_server(cfg)
+    raise UserError(f"train.strategy: expected auto or one of {list(KINDS)}, found '{kind}'")
+
+
+def _parameter_server(cfg: Any) -> StrategyInfo:
+    import tensorflow as tf
+
+    if cfg.train.cluster:
+        cluster = load_cluster(cfg.resolve(cfg.train.cluster) or cfg.train.cluster)
+    else:
+        conf = tf_config()
+        if conf is None:
+            raise ClusterError(
+                "train.strategy=parameter_server: set train.cluster to a cluster.yaml "
+                "({chief: [host:port], worker: [...], ps: [...]}) or TF_CONFIG"
+            )
+        cluster = validate_cluster(conf["cluster"], "TF_CONFIG")
+    for job in ("worker", "ps"):
+        if not cluster.get(job):
+            raise ClusterError(f"train.cluster: parameter_server needs at least one '{job}'")
+    if not cluster.get("chief"):
+        raise ClusterError("train.cluster: parameter_server needs a 'chief' (this coordinator)")
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc"
+    )
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    return StrategyInfo(
+        strategy, "parameter_server", strategy.num_replicas_in_sync, True, "chief", 0, coordinator
+    )
+
+
+def distribute_input(info: StrategyInfo, dataset_fn: Callable[[Any], Any]) -> Any:
+    """The distributed dataset (or per-worker dataset under parameter_server)."""
+    if info.coordinator is not None:
+        # Each worker builds its own pipeline; the function runs on the workers.
+        return info.coordinator.create_per_worker_dataset(dataset_fn)
+    return info.strategy.distribute_datasets_from_function(dataset_fn)

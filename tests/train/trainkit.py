@@ -1,0 +1,169 @@
+"""Tiny real data and models for the training tests: TFRecord shards written with
+Schema.encode plus a manifest, a module of Keras model factories written beside the run
+file (so subprocesses can import it), and run files."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+from tfperf.data.schema import Feature, Schema
+
+DIM = 4
+
+
+def data_schema(with_id: bool = True) -> Schema:
+    feats = [Feature(name="x", dtype="float32", shape=(DIM,)), Feature(name="y", dtype="float32")]
+    if with_id:
+        feats.append(Feature(name="id", dtype="int64"))
+    return Schema(features=tuple(feats))
+
+
+def write_data(root: Path, n: int = 64, shards: int = 2, seed: int = 0,
+               with_id: bool = True) -> Path:  # fmt: skip
+    """n rows, label y = 1 if sum(x) > 0; ids 1..n. Returns the data folder."""
+    import tensorflow as tf
+
+    root.mkdir(parents=True, exist_ok=True)
+    schema = data_schema(with_id)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    infos = []
+    for s in range(shards):
+        rows = range(s, n, shards)
+        name = f"train.tfrecord-{s:05d}-of-{shards:05d}"
+        with tf.io.TFRecordWriter(str(root / name)) as w:
+            for i in rows:
+                row: dict[str, Any] = {"x": x[i], "y": np.float32(x[i].sum() > 0)}
+                if with_id:
+                    row["id"] = np.int64(i + 1)
+                w.write(schema.encode(row, i))
+        size = (root / name).stat().st_size
+        infos.append(ShardInfo(file=name, records=len(rows), bytes=size, sha256="-"))
+    split = SplitInfo(shards=infos, records=n)
+    save_manifest(Manifest(name="tiny", schema=schema, splits={"train": split}), root)
+    return root
+
+
+MODELS = '''
+import os
+import keras
+import tensorflow as tf
+
+
+def tiny():
+    x = keras.Input(shape=(4,), name="x")
+    h = keras.layers.Dense(8, activation="relu", name="hidden")(x)
+    out = keras.layers.Dense(1, name="logit")(h)
+    return keras.Model({"x": x}, out)
+
+
+def tiny_compiled():
+    m = tiny()
+    m.compile(optimizer=keras.optimizers.SGD(0.05),
+              loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    return m
+
+
+def _log_ids(ids):
+    # Appends this step's ids to the file named by IDS_LOG (one line per step).
+    ids = ids.numpy().reshape(-1).tolist()
+    if any(ids):
+        with open(os.environ["IDS_LOG"], "a") as f:
+            f.write(" ".join(str(i) for i in ids) + "\\n")
+    return 0
+
+
+class IdLogger(keras.layers.Layer):
+    def call(self, ids):
+        tf.py_function(_log_ids, [ids], tf.int32)
+        return ids
+
+
+def with_ids():
+    x = keras.Input(shape=(4,), name="x")
+    i = keras.Input(shape=(), dtype="int64", name="id")
+    IdLogger(name="ids")(i)
+    h = keras.layers.Dense(8, activation="relu", name="hidden")(x)
+    out = keras.layers.Dense(1, name="logit")(h)
+    return keras.Model({"x": x, "id": i}, out)
+
+
+class Sleep(keras.layers.Layer):
+    """Sleeps per call when the global dtype policy is one of SLOW_POLICIES (comma list)."""
+
+    def __init__(self, seconds, **kw):
+        super().__init__(**kw)
+        self.seconds = seconds
+
+    def call(self, x):
+        import time
+
+        def nap(t):
+            time.sleep(self.seconds)
+            return t
+
+        return tf.py_function(nap, [x], x.dtype)
+
+
+def slow_for_policy():
+    policy = keras.config.dtype_policy().name
+    slow = os.environ.get("SLOW_POLICIES", "").split(",")
+    x = keras.Input(shape=(4,), name="x")
+    h = keras.layers.Dense(8, activation="relu", name="hidden")(x)
+    if policy in slow:
+        h = Sleep(0.03, name="sleep")(h)
+        h = keras.layers.Reshape((8,))(h)
+    out = keras.layers.Dense(1, name="logit", dtype="float32")(h)
+    return keras.Model({"x": x}, out)
+
+
+def exploding():
+    x = keras.Input(shape=(4,), name="x")
+    out = keras.layers.Dense(1, name="logit")(x)
+    return keras.Model({"x": x}, out)
+'''
+
+
+def write_models(folder: Path) -> None:
+    (folder / "tinymodels.py").write_text(MODELS)
+
+
+def write_runfile(folder: Path, data: Path, model: str = "tinymodels:tiny", **train: Any) -> Path:
+    """A run file for the tiny data; `train` entries go to the train section."""
+    write_models(folder)
+    doc = {
+        "data": {"dir": str(data), "label": "y"},
+        "pipeline": {"batch_size": 8, "shuffle_buffer": 16, "seed": 1},
+        "model": {"name": model, "loss": "binary_crossentropy_from_logits", "learning_rate": 0.05},
+        "train": {"out_dir": str(folder / "run"), "monitor_system": False, "log_every": 1,
+                  "histogram_every": 5, **train},
+    }  # fmt: skip
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tfperf(*args: str, env: dict[str, str] | None = None, timeout: float = 240,
+           check: bool = True) -> subprocess.CompletedProcess:  # fmt: skip
+    """Runs the real `tfperf` command line in a fresh process."""
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "tfperf.cli.main", *args], env=full_env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    if check and proc.returncode != 0:
+        raise AssertionError(f"tfperf {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+    return proc
