@@ -121,15 +121,28 @@ def evaluate(
 
 def _once(cfg: Any, all_: bool, checkpoint: str | None, max_steps: int | None,
           json_out: bool) -> None:  # fmt: skip
-    from tfperf.train.evaluator import Evaluator, ready_checkpoints, resolve_prefix, run_paths
+    from tfperf.train.evaluator import (
+        Evaluator,
+        latest_ready,
+        ready_checkpoints,
+        resolve_prefix,
+        run_paths,
+    )
 
     _, ckpt_dir, _ = run_paths(cfg)
     if all_:
         prefixes = [c.path for c in ready_checkpoints(checkpoint or ckpt_dir)]
         if not prefixes:
             raise UserError(f"{checkpoint or ckpt_dir}: no finished checkpoint to evaluate")
+    elif checkpoint:
+        prefixes = [resolve_prefix(checkpoint)]
     else:
-        prefixes = [resolve_prefix(checkpoint or ckpt_dir)]
+        latest = latest_ready(ckpt_dir)
+        if latest is None:
+            where = cfg.source or "the defaults"
+            raise UserError(f"{ckpt_dir}: no finished checkpoint yet (train.out_dir of "
+                            f"{where}); run `tfperf train` first")  # fmt: skip
+        prefixes = [latest.path]
     evaluator = Evaluator(cfg, max_steps=max_steps, progress=not json_out)
     rows = []
     for prefix in prefixes:

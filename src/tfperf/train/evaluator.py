@@ -27,7 +27,7 @@ from rich.console import Console
 from tfperf.config import RunConfig, load_config
 from tfperf.errors import UserError
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # log lines stay whole (greppable)
 
 STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file
 FINAL_NAME = "FINAL"  # same name as tfperf.train.checkpoint.FINAL_NAME
