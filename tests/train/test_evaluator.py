@@ -375,3 +375,28 @@ def test_cli_user_errors_exit_2_without_traceback(run, tmp_path):
     assert "no finished checkpoint yet" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, ["evaluate", str(run), "--watch", "--checkpoint", "x"])
     assert res.exit_code == 2 and "--checkpoint" in res.output
+
+
+def test_real_training_with_the_evaluator(run):
+    """`tfperf train --evaluator`: the child follows the loop's checkpoints to FINAL."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    sets = []
+    for item in ("model.metrics=[]", "eval.metric=loss", "train.checkpoint.every_steps=5",
+                 "pipeline.shuffle_buffer=16"):  # fmt: skip
+        sets += ["--set", item]
+    res = subprocess.run(
+        [sys.executable, "-m", "tfperf.cli.main", "train", str(run), "--evaluator",
+         "--max-steps", "20", "--no-progress", "--json", *sets],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = run.parent / "out"
+    results = _results(out)
+    assert results[-1]["step"] == 20  # the FINAL checkpoint is always evaluated
+    assert all(r["skipped"] >= 0 for r in results)
+    assert "Traceback" not in (out / "logs" / "evaluator.log").read_text()
+    cfg = load_config(run, ["model.metrics=[]", "eval.metric=loss"])
+    again = ev.evaluate_checkpoint(cfg, str(out / "checkpoints" / "ckpt-20"))
+    assert again["loss"] == pytest.approx(results[-1]["metrics"]["loss"], rel=1e-5)
+    best = json.loads((out / "best" / "best.json").read_text())
+    assert best["value"] == min(r["metrics"]["loss"] for r in results)
