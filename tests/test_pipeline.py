@@ -5,6 +5,7 @@ input pipelines and every stop_after prefix."""
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -284,3 +285,16 @@ def test_stop_after_unknown_stage_names_the_choices(tmp_path):
     with pytest.raises(PipelineError, match=r"stop_after: expected one of .*'prefetch'.*found 'x'"):
         make_dataset(files, PipelineConfig(), training=False, parse=SCHEMA.parse_batch,
                      stop_after="x")  # fmt: skip
+
+
+def test_shuffle_budget_without_a_record_count_samples_the_record_size(tmp_path):
+    files = write_shards(tmp_path, shards=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 10000 small records fit in 1 GiB: no warning
+        make_dataset(files, PipelineConfig(shuffle_buffer=10_000), training=True,
+                     parse=SCHEMA.parse_batch, stop_after="shuffle")  # fmt: skip
+    record_bytes = os.path.getsize(files[0]) // PER_SHARD
+    tight = 100 * (record_bytes + SHUFFLE_OVERHEAD_BYTES) / 2**20
+    with pytest.warns(UserWarning, match="using (99|100) records"):
+        make_dataset(files, PipelineConfig(shuffle_buffer=10_000, shuffle_ram_mb=tight),
+                     training=True, parse=SCHEMA.parse_batch, stop_after="shuffle")  # fmt: skip

@@ -34,7 +34,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,6 +313,25 @@ def bench_pipeline(
         if stages and not cfg.data.pipeline
         else [],
     )
+
+
+def measure_datasets(
+    datasets: Mapping[str, Any],
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    batches: int = DEFAULT_BATCHES,
+    warmup: int = DEFAULT_WARMUP,
+    record_bytes: float | None = None,
+    progress: bool = False,
+) -> dict[str, Measurement]:
+    """Measures any batched datasets side by side, repeats interleaved (benchmarks use this
+    to compare variants). Each is repeated, so a short one never runs dry."""
+    plans = [
+        _Plan(Measurement(name, "tuned", None, record_bytes), ds.repeat(), None)
+        for name, ds in datasets.items()
+    ]
+    _measure(plans, repeats=repeats, batches=batches, warmup=warmup, progress=progress)
+    return {p.measurement.name: p.measurement for p in plans}
 
 
 def _measure(

@@ -63,12 +63,20 @@ def _autotune(value: int | str) -> int:
     return tf.data.AUTOTUNE if value == "auto" else int(value)
 
 
-def _record_bytes(files: Sequence[str], records: int | None) -> int:
-    """Mean serialized record size from file sizes (a slight overestimate: framing)."""
+def _record_bytes(files: Sequence[str], records: int | None, compression: str = "") -> int:
+    """Mean serialized record size: file sizes over the manifest's count (a slight
+    overestimate: framing), else the mean of the first file's first records."""
     import os
 
-    total = sum(os.path.getsize(f) for f in files if os.path.exists(f))
-    return max(1, total // max(1, records or 1))
+    if records:
+        total = sum(os.path.getsize(f) for f in files if os.path.exists(f))
+        return max(1, total // records)
+    import tensorflow as tf
+
+    # No count (a caller without a manifest): sample rather than guess one record per file.
+    ds = tf.data.TFRecordDataset(files[0], compression or None).take(256)
+    sizes = [len(r.numpy()) + 16 for r in ds]  # + TFRecord framing, as in file sizes
+    return max(1, sum(sizes) // max(1, len(sizes)))
 
 
 def make_dataset(
@@ -155,7 +163,9 @@ def make_dataset(
     # Shuffle records within a RAM budget: an oversized buffer swaps (seed A).
     if training and options.shuffle_buffer > 1:
         plan = plan_shuffle_buffer(
-            options.shuffle_buffer, _record_bytes(files, records), options.shuffle_ram_mb
+            options.shuffle_buffer,
+            _record_bytes(files, records, compression),
+            options.shuffle_ram_mb,
         )
         if plan.granted < plan.requested:
             warnings.warn(
