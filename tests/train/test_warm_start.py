@@ -126,3 +126,84 @@ def test_missing_source_is_a_clear_error(tmp_path):
         warm_start(new_model(), tmp_path / "nowhere")
     with pytest.raises(WarmStartError, match="no such file"):
         warm_start(new_model(), tmp_path / "gone.keras")
+
+
+# ---- with the real training loop -------------------------------------------------------------
+
+TRAIN_MODELS = """
+import keras
+
+def source():
+    inp = keras.Input((4,), name="x")
+    h = keras.layers.Dense(3, name="A")(inp)
+    h = keras.layers.Dense(5, name="B")(h)
+    return keras.Model({"x": inp}, keras.layers.Dense(1, name="C")(h))
+
+def target():
+    inp = keras.Input((4,), name="x")
+    h = keras.layers.Dense(3, name="A")(inp)
+    h = keras.layers.Dense(7, name="B")(h)
+    return keras.Model({"x": inp}, keras.layers.Dense(1, name="D")(h))
+"""
+
+
+def _write_tiny_data(root) -> None:
+    import hashlib
+
+    from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+    from tfperf.data.schema import Feature, Schema
+
+    schema = Schema.of(Feature(name="x", dtype="float32", shape=(4,)),
+                       Feature(name="y", dtype="float32", shape=(1,)))  # fmt: skip
+    root.mkdir(parents=True)
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+    shard = root / "all.tfrecord-00000-of-00001"
+    with tf.io.TFRecordWriter(str(shard)) as w:
+        for i, row in enumerate(x):
+            w.write(schema.encode({"x": row, "y": row.sum(keepdims=True)}, i))
+    data = shard.read_bytes()
+    info = ShardInfo(file=shard.name, records=len(x), bytes=len(data),
+                     sha256=hashlib.sha256(data).hexdigest())  # fmt: skip
+    split = SplitInfo(shards=[info], records=len(x))
+    save_manifest(
+        Manifest(name="tiny", schema=schema, splits={"train": split, "eval": split}), root
+    )
+
+
+def test_loop_warm_starts_and_freezes(tmp_path):
+    """Run a trains A,B,C; run b (A, B', D) starts from a's run dir with A frozen: its
+    checkpoint holds a's trained A unchanged after training."""
+    import uuid
+
+    from tfperf.config import load_config
+    from tfperf.train.loop import train
+    from tfperf.train.warm_start import read_checkpoint_variables
+
+    _write_tiny_data(tmp_path / "data")
+    module = f"ws_models_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(TRAIN_MODELS)
+    common = (
+        "data: {dir: data, label: y}\npipeline: {batch_size: 8, shuffle_buffer: 8}\n"
+        "train: {monitor_system: false, log_every: 5, checkpoint: {every_steps: 10}, "
+    )
+    (tmp_path / "a.yaml").write_text(
+        common + "out_dir: a}\n" + f"model: {{name: '{module}:source', loss: mse}}\n"
+    )
+    (tmp_path / "b.yaml").write_text(
+        common + "out_dir: b, init_from: a, freeze: [A]}\n"
+        f"model: {{name: '{module}:target', loss: mse, learning_rate: 0.1}}\n"
+    )
+    train(load_config(tmp_path / "a.yaml"), max_steps=10, progress=False)
+    train(load_config(tmp_path / "b.yaml"), max_steps=10, progress=False)
+
+    def values(prefix: str) -> dict[str, np.ndarray]:
+        reader = tf.train.load_checkpoint(prefix)
+        return {
+            k: reader.get_tensor(key) for k, (key, _) in read_checkpoint_variables(prefix).items()
+        }
+
+    a = values(str(tmp_path / "a" / "checkpoints" / "ckpt-10"))
+    b = values(str(tmp_path / "b" / "checkpoints" / "ckpt-10"))
+    np.testing.assert_array_equal(b["A/kernel"], a["A/kernel"])  # loaded, then frozen
+    np.testing.assert_array_equal(b["A/bias"], a["A/bias"])
+    assert b["B/kernel"].shape == (3, 7) and "C/kernel" not in b and "D/kernel" in b

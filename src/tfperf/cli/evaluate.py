@@ -14,7 +14,6 @@ from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
     SetOpt,
-    console,
     load_run,
     print_json,
     user_errors,
@@ -169,20 +168,21 @@ def _once(cfg: Any, all_: bool, checkpoint: str | None, max_steps: int | None,
 def _watch(cfg: Any, all_: bool, poll: float, timeout: float | None, max_steps: int | None,
            parent_pid: int | None, json_out: bool) -> None:  # fmt: skip
     from tfperf.train.evaluator import EvalRecord, run_paths, watch
+    from tfperf.train.evaluator import console as log  # lines stay whole in a log file
 
     def show(rec: EvalRecord) -> None:
         mark = " [green](best)[/]" if rec.best else ""
         skipped = f" (skipped {rec.skipped})" if rec.skipped else ""
-        console.print(f"step {rec.step}: {_metrics_text(rec.metrics)}{mark}{skipped}")
+        log.print(f"step {rec.step}: {_metrics_text(rec.metrics)}{mark}{skipped}")
 
     _, ckpt_dir, _ = run_paths(cfg)
-    console.print(f"evaluator: watching {ckpt_dir} every {poll:g} s")
+    log.print(f"evaluator: watching {ckpt_dir} every {poll:g} s")
     records = watch(cfg, all_checkpoints=all_, poll=poll, timeout=timeout, max_steps=max_steps,
                     parent_pid=parent_pid, progress=not json_out, on_record=show)  # fmt: skip
     if json_out:
         print_json([r.__dict__ for r in records])
     else:
-        console.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
+        log.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
 
 
 def register(app: typer.Typer) -> None:
