@@ -136,16 +136,21 @@ class DeblurWorkload(Workload):
     def preprocess_batch(self, batch: dict[str, tf.Tensor]) -> tuple[Any, Any]:
         import tensorflow as tf
 
-        # Both images in one tensor: a single crop cannot give them different patches.
-        pair = tf.concat([batch["blurred"], batch["sharp"]], axis=-1)  # [B, H, W, 6]
+        size, p = self.image_size, self.patch
         offsets = self.crop_offsets(batch)
-        steps = tf.range(self.patch)
-        rows = offsets[:, :1] + steps  # [B, P]
-        cols = offsets[:, 1:] + steps
-        pair = tf.gather(pair, rows, axis=1, batch_dims=1)  # [B, P, W, 6]
-        pair = tf.gather(pair, cols, axis=2, batch_dims=1)  # [B, P, P, 6]
-        pair = tf.cast(pair, tf.float32) / 255.0
-        return pair[..., :3], pair[..., 3:]
+        steps = tf.range(p)
+        n = tf.shape(offsets)[0]
+        # Flat pixel indices [B, P, P] into [B*H*W, 3]: one gather copies whole pixels,
+        # and the one index tensor serves both images, so their patches cannot differ.
+        rows = (tf.range(n)[:, None] * size + offsets[:, :1] + steps) * size  # [B, P]
+        cols = offsets[:, 1:] + steps  # [B, P]
+        index = rows[:, :, None] + cols[:, None, :]
+
+        def crop(images: tf.Tensor) -> tf.Tensor:
+            pixels = tf.gather(tf.reshape(images, [-1, 3]), index)  # [B, P, P, 3] uint8
+            return tf.cast(pixels, tf.float32) / 255.0
+
+        return crop(batch["blurred"]), crop(batch["sharp"])
 
     # ---- the original: a Keras PyDataset, numpy in Python -----------------------------------
     def original_sequence(
