@@ -400,3 +400,38 @@ def test_real_training_with_the_evaluator(run):
     assert again["loss"] == pytest.approx(results[-1]["metrics"]["loss"], rel=1e-5)
     best = json.loads((out / "best" / "best.json").read_text())
     assert best["value"] == min(r["metrics"]["loss"] for r in results)
+
+
+def test_cli_all_without_watch_evaluates_every_checkpoint_on_disk(run):
+    from typer.testing import CliRunner
+
+    from tfperf.cli.main import app
+
+    cfg = load_config(run)
+    saver = Saver(cfg)
+    for step, scale in ((10, 0.5), (20, 1.0)):
+        saver.save(step, scale)
+    res = CliRunner().invoke(app, ["evaluate", str(run), "--all", "--json", "--max-steps", "1"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["step"] for r in rows] == [10, 20]
+    assert [r["examples"] for r in rows] == [BATCH, BATCH]  # --max-steps 1: one batch each
+
+
+def test_watcher_exits_when_its_trainer_dies(run, tmp_path):
+    """A trainer killed without FINAL must not leave its evaluator behind."""
+    import psutil
+
+    code = (
+        "import sys; from tfperf.train.evaluator import spawn_evaluator; "
+        f"p = spawn_evaluator({str(run)!r}, ['train.out_dir=out']); print(p.pid)"
+    )
+    parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=True)  # fmt: skip
+    child = psutil.Process(int(parent.stdout.strip()))
+    deadline = time.monotonic() + 90
+    while child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the evaluator outlived its trainer"
+        time.sleep(0.2)
+    log = (run.parent / "out" / "logs" / "evaluator.log").read_text()
+    assert "exited without FINAL" in log
