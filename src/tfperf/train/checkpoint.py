@@ -141,6 +141,8 @@ class CheckpointHook(Hook):
         self.last_time = time.monotonic()
 
     def on_loop_end(self, run: RunState, step: int, logs: dict[str, float]) -> None:
+        if run.stop_reason == "nan":
+            return
         due_steps = self.every_steps and step % self.every_steps == 0
         due_time = self.every_seconds and time.monotonic() - self.last_time >= self.every_seconds
         if due_steps or due_time:

@@ -203,12 +203,7 @@ def _build(cfg: RunConfig, info: StrategyInfo, policy: str, spec: Any, total: in
 def _run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) -> dict[str, float]:
     """One call of the train function; returns Python floats (which waits for the result)."""
     if info.coordinator is not None:
-        import tensorflow as tf
-
-        remote = info.coordinator.schedule(
-            train_step.function, args=(iterator, tf.constant(n, tf.int32))
-        )
-        out = remote.fetch()
+        out = train_step(iterator, n, coordinator=info.coordinator).fetch()
     else:
         out = train_step(iterator, n)
     return {k: float(v) for k, v in out.items()}
@@ -279,7 +274,7 @@ def _say(progress: bool, message: str) -> None:
     if progress:
         from rich.console import Console
 
-        Console(stderr=True).print(message, highlight=False)
+        Console(stderr=True).print(message, highlight=False, soft_wrap=True)
 
 
 def _spawn_evaluator(cfg: RunConfig, overrides: Sequence[str]) -> Any:
@@ -354,7 +349,7 @@ def train(
                            iterator if save_iterator else None)  # fmt: skip
     if restore_path:
         ckpt.restore(restore_path).expect_partial()
-        _say(progress, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")
+        _say(True, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")
     scratch = None
     if info.is_chief:
         dirs.checkpoint_dir.mkdir(parents=True, exist_ok=True)

@@ -321,16 +321,29 @@ class TrainStep:
         self.print_steps = print_steps
         self._probe = self._make_probe(model, self.print_names)
         self.traces = 0
+        self._retrace_error: RetraceError | None = None
         self.signature: dict[str, str] | None = None
         # reduce_retracing=False: a changed input re-traces (and is reported) instead of
         # silently widening to a slower, shape-generic function.
         self.function = tf.function(self._loop, reduce_retracing=False)
 
     # The one call site; num_steps is a tensor so that a short last call does not retrace.
-    def __call__(self, iterator: Any, num_steps: int) -> dict[str, Any]:
+    def __call__(self, iterator: Any, num_steps: int, coordinator: Any = None) -> Any:
+        """Runs the steps (or, with a ClusterCoordinator, schedules them on a worker and
+        returns the RemoteValue)."""
         import tensorflow as tf
 
-        return self.function(iterator, tf.constant(num_steps, tf.int32))
+        args = (iterator, tf.constant(num_steps, tf.int32))
+        try:
+            if coordinator is not None:
+                return coordinator.schedule(self.function, args=args)
+            return self.function(*args)
+        except Exception:
+            # AutoGraph wraps errors raised while tracing; surface ours unwrapped.
+            err, self._retrace_error = self._retrace_error, None
+            if err is not None:
+                raise err from None
+            raise
 
     def concrete_function(self, iterator: Any) -> Any:
         import tensorflow as tf
@@ -363,17 +376,20 @@ class TrainStep:
         # Python runs here only while tracing: a second trace is the retrace to report.
         sig = describe_signature(iterator, num_steps)
         if self.traces and self.signature is not None:
-            raise RetraceError(
+            self._retrace_error = RetraceError(
                 "the train function was traced again after its first call, which would "
                 f"recompile every step: {signature_diff(self.signature, sig)}. Make every "
                 "batch the same shape and dtype (drop_remainder, fixed padding)"
             )
+            raise self._retrace_error
         self.traces += 1
         self.signature = sig
         strategy = self.strategy
         loss_sum = tf.constant(0.0, tf.float32)
         wait = tf.constant(0.0, tf.float64)
-        msums = {k: tf.constant(0.0, tf.float32) for k in self.metric_fns}
+        names = list(self.metric_fns)
+        # One vector, not a dict: AutoGraph carries only named tensors across iterations.
+        msums = tf.zeros([len(names)], tf.float32)
         for _ in tf.range(num_steps):
             # The fetch starts after the previous step's loss exists: the wait is the
             # dequeue alone, never overlapped compute.
@@ -386,12 +402,15 @@ class TrainStep:
             wait += t1 - t0
             loss, mvals = strategy.run(self._replica_step, args=(batch,))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-            for k in msums:
-                msums[k] += strategy.reduce(tf.distribute.ReduceOp.SUM, mvals[k], axis=None)
+            if names:
+                msums += tf.stack([
+                    strategy.reduce(tf.distribute.ReduceOp.SUM, mvals[k], axis=None)
+                    for k in names
+                ])  # fmt: skip
             self.step_var.assign_add(1)
         n = tf.cast(tf.maximum(num_steps, 1), tf.float32)
         out = {"loss": loss_sum / n, "wait_s": wait}
-        out.update({f"metrics/{k}": v / n for k, v in msums.items()})
+        out.update({f"metrics/{k}": msums[i] / n for i, k in enumerate(names)})
         return out
 
     def _replica_step(self, batch: Any) -> tuple[Any, dict[str, Any]]:

@@ -1,0 +1,167 @@
+"""The training loop on tiny real data: loss goes down, the retrace error names the changed
+input, a NaN loss stops with the steps named, compiled models supply loss and optimizer,
+and `tfperf train` works end to end (JSON, checkpoints, FINAL, automatic resume)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import trainkit
+
+from tfperf.config import load_config
+from tfperf.train.hooks import Hook, NonFiniteLossError
+from tfperf.train.loop import auto_steps_per_loop, plan_call_steps, plan_target_step, train
+
+
+@pytest.mark.parametrize(
+    ("step", "spl", "target", "every", "expected"),
+    [
+        (0, 10, 100, None, 10),
+        (95, 10, 100, None, 5),  # cut at the target
+        (0, 10, None, 4, 4),  # cut at the checkpoint boundary
+        (5, 10, 100, 4, 3),  # 5 -> 8
+        (8, 1, 100, 4, 1),
+    ],
+)
+def test_plan_call_steps(step, spl, target, every, expected):
+    assert plan_call_steps(step, spl, target, every) == expected
+
+
+def test_plan_target_and_auto_steps_per_loop():
+    assert plan_target_step(30, 2, 10) == (30, "max_steps")
+    assert plan_target_step(None, 2, 10) == (20, "epochs")
+    assert plan_target_step(None, None, 10) == (None, "max_time")
+    assert auto_steps_per_loop(0.01) == 30
+    assert auto_steps_per_loop(10.0) == 1
+    assert auto_steps_per_loop(1e-9) == 1000
+
+
+class Recorder(Hook):
+    def __init__(self):
+        self.events = []
+
+    def on_train_begin(self, run):
+        self.events.append(("begin", run.step, run.examples_per_step))
+
+    def on_loop_begin(self, run, step):
+        self.events.append(("loop_begin", step))
+
+    def on_loop_end(self, run, step, logs):
+        self.events.append(("loop_end", step, logs["loss"]))
+
+    def on_train_end(self, run, logs):
+        self.events.append(("end", run.step, run.stop_reason))
+
+
+def test_loss_decreases_and_hooks_see_every_call(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=60, steps_per_loop=5)
+    rec = Recorder()
+    result = train(load_config(rf), hooks=[rec], progress=False)
+    losses = [e[2] for e in rec.events if e[0] == "loop_end"]
+    assert result.steps == 60 and result.stopped_because == "max_steps"
+    assert len(losses) == 12  # 60 steps / 5 per call
+    assert sum(losses[-3:]) / 3 < 0.6 * sum(losses[:3]) / 3
+    assert rec.events[0] == ("begin", 0, 8)
+    assert rec.events[-1] == ("end", 60, "max_steps")
+    assert [e[1] for e in rec.events if e[0] == "loop_begin"][:3] == [0, 5, 10]
+    assert result.examples_per_sec > 0 and 0 <= result.input_bound_fraction <= 1
+    final = json.loads((result.checkpoint_dir / "FINAL").read_text())
+    assert final["step"] == 60 and final["checkpoint"].endswith("ckpt-60")
+    assert result.pipeline is not None and result.pipeline.stages[0].name.startswith("Prefetch")
+
+
+def test_retrace_is_an_error_naming_the_changed_input(tmp_path):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from tfperf.train.step import RetraceError, TrainStep
+
+    x = keras.Input(shape=(4,), name="x")
+    model = keras.Model({"x": x}, keras.layers.Dense(1)(x))
+    opt = keras.optimizers.SGD(0.1)
+    opt.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+    strategy = tf.distribute.get_strategy()
+    ts = TrainStep(model, opt, keras.losses.mean_squared_error, {}, strategy, 8, step)
+
+    def batches(dtype):
+        feats = {"x": np.zeros((32, 4), dtype)}
+        return iter(tf.data.Dataset.from_tensor_slices((feats, np.zeros((32, 1), "float32")))
+                    .batch(8, drop_remainder=True).repeat())  # fmt: skip
+
+    ts(batches("float32"), 2)
+    ts(batches("float32"), 3)  # a new iterator of the same spec and another count: no retrace
+    assert ts.traces == 1 and int(step.numpy()) == 5
+    with pytest.raises(RetraceError, match=r"batch/features/x: float32 \(8, 4\) -> float64"):
+        ts(batches("float64"), 1)
+
+
+def test_nan_loss_stops_naming_the_steps_and_keeps_the_last_good_checkpoint(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:exploding", max_steps=40,
+                                steps_per_loop=2, checkpoint={"every_steps": 2})  # fmt: skip
+    cfg = load_config(rf, ["model.loss=mse", "model.optimizer=sgd", "model.learning_rate=1e18"])
+    with pytest.raises(NonFiniteLossError, match=r"steps \d+-\d+") as err:
+        train(cfg, progress=False)
+    first, last = (int(s) for s in str(err.value).split("steps ")[1].split(";")[0].split("-"))
+    ckpts = sorted((tmp_path / "run" / "checkpoints").glob("ckpt-*.index"))
+    saved = [int(p.name.split("-")[1].split(".")[0]) for p in ckpts]
+    assert all(s < first for s in saved)  # no diverged state was saved
+    assert not (tmp_path / "run" / "checkpoints" / "FINAL").exists()
+    assert last - first == 1
+
+
+def test_compiled_model_supplies_loss_and_optimizer(tmp_path):
+    import yaml
+
+    data = trainkit.write_data(tmp_path / "data", n=32)
+    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:tiny_compiled", max_steps=4)
+    doc = yaml.safe_load(rf.read_text())
+    del doc["model"]["loss"], doc["model"]["learning_rate"]
+    doc["model"]["metrics"] = ["binary_accuracy"]
+    rf.write_text(yaml.safe_dump(doc))
+    seen = {}
+
+    class Grab(Hook):
+        def on_train_end(self, run, logs):
+            seen["opt"] = type(run.optimizer).__name__
+            seen["lr"] = float(run.optimizer.learning_rate)
+
+    result = train(load_config(rf), hooks=[Grab()], progress=False)
+    assert seen == {"opt": "SGD", "lr": pytest.approx(0.05)}
+    assert math.isfinite(result.final_loss)
+    assert 0.0 <= result.metrics["metrics/binary_accuracy"] <= 1.0
+
+
+def test_cli_train_end_to_end_then_resume(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, epochs=2, checkpoint={"every_steps": 4})
+    proc = trainkit.tfperf("train", str(rf), "--json", "--set", "pipeline.batch_size=16")
+    out = json.loads(proc.stdout)
+    assert out["steps"] == 8 and out["stopped_because"] == "epochs"  # 2 x 64/16
+    assert out["global_batch"] == 16 and out["restored_from"] is None
+    ckpt_dir = tmp_path / "run" / "checkpoints"
+    assert {p.name for p in ckpt_dir.glob("ckpt-*.index")} == {"ckpt-4.index", "ckpt-8.index"}
+    assert json.loads((ckpt_dir / "FINAL").read_text())["step"] == 8
+    # A longer run resumes from step 8 and says so.
+    proc = trainkit.tfperf("train", str(rf), "--max-steps", "10", "--json",
+                           "--set", "pipeline.batch_size=16")  # fmt: skip
+    assert "resumed from" in proc.stderr and "ckpt-8" in proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["start_step"] == 8 and out["steps"] == 10 and out["restored_from"].endswith("ckpt-8")
+    assert json.loads((ckpt_dir / "FINAL").read_text())["step"] == 10
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=16)
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=2)
+    proc = trainkit.tfperf("train", str(rf), "--set", "model.loss=nope", check=False)
+    assert proc.returncode == 2
+    assert "model.loss" in proc.stderr and "nope" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = trainkit.tfperf("train", str(rf), "--print-tensors", "nolayer", check=False)
+    assert proc.returncode == 2 and "no layer 'nolayer'" in proc.stderr
