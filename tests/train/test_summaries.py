@@ -1,0 +1,66 @@
+"""TensorBoard output read back with tensorboard's EventAccumulator: scalars (loss,
+learning rate, examples/s, step time, input/*), weight histograms and the graph; and the
+reading of tf.data's pipeline model (observe/feed.py) on a real iterator."""
+
+from __future__ import annotations
+
+import pytest
+import trainkit
+
+from tfperf.config import load_config
+from tfperf.train.loop import train
+
+
+def _events(path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(path), size_guidance={"tensors": 0, "histograms": 0})
+    acc.Reload()
+    return acc
+
+
+def test_train_writes_scalars_histograms_and_graph(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=12, steps_per_loop=3,
+                                histogram_every=6)  # fmt: skip
+    cfg = load_config(rf, ["model.lr_schedule=cosine", "model.warmup_steps=2",
+                           "model.metrics=[binary_accuracy]"])  # fmt: skip
+    result = train(cfg, progress=False)
+    acc = _events(result.log_dir / "train")
+    tags = set(acc.Tags()["tensors"])  # TF2 summaries are stored as tensors
+    expected = {"loss", "learning_rate", "step/examples_per_sec", "step/time_ms",
+                "input/wait_ms", "input/wait_fraction", "input/buffered",
+                "metrics/binary_accuracy"}  # fmt: skip
+    assert expected <= tags, expected - tags
+    assert any(t.startswith("input/stage_us/") for t in tags)
+    loss_steps = [e.step for e in acc.Tensors("loss")]
+    assert loss_steps == [3, 6, 9, 12]  # every call (log_every=1), at the call's last step
+    hist = [t for t in tags if t.startswith("weights/")]
+    assert {"weights/hidden/kernel", "weights/logit/bias"} <= set(hist)
+    assert [e.step for e in acc.Tensors("weights/hidden/kernel")] == [6, 12]
+    assert acc.Graph() is not None  # the train function's op graph, written once
+    from tensorboard.util.tensor_util import make_ndarray
+
+    lrs = [float(make_ndarray(e.tensor_proto)) for e in acc.Tensors("learning_rate")]
+    assert lrs[0] > lrs[-1]  # cosine decay after warm-up
+
+
+def test_pipeline_snapshot_reads_tf_data_model():
+    import tensorflow as tf
+
+    from tfperf.observe.feed import pipeline_snapshot
+
+    ds = tf.data.Dataset.range(400).batch(4).map(lambda x: x * 2, num_parallel_calls=2)
+    opts = tf.data.Options()
+    opts.autotune.enabled = True
+    it = iter(ds.prefetch(3).with_options(opts))
+    for _ in range(20):
+        next(it)
+    snap = pipeline_snapshot(it)
+    assert snap is not None
+    names = [s.name for s in snap.stages]
+    assert names[0] == "Prefetch" and "ParallelMapV2" in names and names[-1] == "Range"
+    assert snap.buffer_size == pytest.approx(3)
+    assert 0 <= snap.buffered <= 3
+    par = next(s for s in snap.stages if s.name == "ParallelMapV2").parallelism
+    assert par == pytest.approx(2)
