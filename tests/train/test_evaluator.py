@@ -435,3 +435,13 @@ def test_watcher_exits_when_its_trainer_dies(run, tmp_path):
         time.sleep(0.2)
     log = (run.parent / "out" / "logs" / "evaluator.log").read_text()
     assert "exited without FINAL" in log
+
+
+def test_final_naming_a_missing_checkpoint_ends_the_watch(run, capsys):
+    cfg = load_config(run)
+    saver = Saver(cfg)
+    saver.save(10, 1.0)
+    saver.final(20, str(saver.dir / "ckpt-20"))  # never written (e.g. deleted by hand)
+    records = ev.watch(cfg, poll=0.05, timeout=60)
+    assert [r.step for r in records] == [10]
+    assert "not on disk" in capsys.readouterr().err

@@ -449,17 +449,24 @@ def watch(
     deadline = None if timeout is None else time.monotonic() + timeout
     was_parent = parent_pid is not None and os.getppid() == parent_pid
     last_pass = False
+    final_misses = 0  # polls on which FINAL named a checkpoint that is not on disk
     while True:
         final = read_final(ckpt_dir)
         ready = [c for c in ready_checkpoints(ckpt_dir) if c.path not in given_up]
         if final and final.path not in given_up and is_complete(final.path):
             if all(c.step != final.step for c in ready):
                 ready = sorted([*ready, final], key=lambda c: c.step)
+        elif final and final.step > last_step:
+            final_misses += 1
+            if final_misses > MAX_READ_FAILURES:  # moved or deleted: waiting cannot help
+                console.print(f"[yellow]evaluator: FINAL names {final.path}, which is not on "
+                              "disk; stopping[/]")  # fmt: skip
+                given_up.add(final.path)
         todo, skipped = plan_catch_up(ready, last_step, all_checkpoints)
         if skipped:
             console.print(f"evaluator: behind by {skipped + 1} checkpoints; evaluating the "
                           f"newest (step {todo[-1].step}), skipped {skipped}")  # fmt: skip
-        progressed = False
+        progressed = failed = False
         for ckpt in todo:
             t0 = time.monotonic()
             try:
@@ -474,6 +481,7 @@ def watch(
                     console.print(f"[yellow]evaluator: giving up on {ckpt.path}: {msg}[/]")
                 else:
                     console.print(f"evaluator: cannot read {ckpt.path} yet ({msg}); will retry")
+                failed = True
                 break  # the rest of the list is re-planned at the next poll
             rec = EvalRecord(step=ckpt.step, checkpoint=ckpt.path, metrics=metrics,
                              skipped=skipped, seconds=time.monotonic() - t0,
@@ -491,8 +499,8 @@ def watch(
         if last_pass:
             console.print("[yellow]evaluator: the trainer exited without FINAL; stopping[/]")
             break
-        if progressed:
-            continue  # more may have arrived while evaluating
+        if progressed and not failed:
+            continue  # more may have arrived while evaluating; a failure waits a poll
         if deadline is not None and time.monotonic() >= deadline:
             console.print(f"[yellow]evaluator: no FINAL after {timeout:g} s; stopping[/]")
             break
