@@ -1,0 +1,228 @@
+"""Seed E's chess pipeline on this machine: the tuned pipeline against the question's
+original and against the read-only bound (the same shards read and batched, nothing
+parsed), then the variants tried on the way (bit-unpacking formulations, output dtype,
+interleave, parallelism, shuffle). Prints one markdown section for BENCHMARKS.md.
+
+    python benchmarks/bench_chess_pipeline.py [--quick] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from common import DATA_ROOT, machine, parse_args, rate, spread, table
+
+# Targets from the project's brief: tuned >= 5x the original, >= 25% of the read-only bound.
+TARGET_VS_ORIGINAL = 5.0
+TARGET_VS_READ = 0.25
+
+
+# ---- the unpacking formulations tried (the tuned one lives in workloads/chess.py) -------
+def _score(wl: Any, s: Any, is_mate: Any) -> Any:
+    import tensorflow as tf
+
+    s = tf.cast(s, tf.float32)
+    a, k, b = wl.a, wl.k, wl.b
+    mate = tf.sign(s) * (a + (1 - a) / (b - 1) * tf.maximum(0.0, b - tf.abs(s)))
+    return ((1 - is_mate) * a * tf.tanh(s / k) + is_mate * mate)[:, None]
+
+
+def bitwise_gather(wl: Any):
+    """The first tuned version: AND with 8 masks, cast, planes gathered on the last axis."""
+    import tensorflow as tf
+
+    from tfperf.workloads.chess import BITS, PLANE_INDEX, PLANE_SIGN, RECORD_BYTES
+
+    def fn(batch):
+        raw = tf.reshape(tf.io.decode_raw(batch["d"], tf.uint8), [-1, RECORD_BYTES])
+        masks = tf.constant([128, 64, 32, 16, 8, 4, 2, 1], tf.uint8)
+        bits = tf.cast(tf.bitwise.bitwise_and(raw[:, :, None], masks) > 0, tf.float32)
+        bits = tf.reshape(bits, [-1, BITS])
+        board = tf.reshape(bits[:, :1536], [-1, 8, 8, 24])
+        board = tf.gather(board, PLANE_INDEX, axis=-1) * tf.constant(PLANE_SIGN, tf.float32)
+        return {"board": board, "flags": bits[:, 1536:1546]}, _score(wl, batch["s"], bits[:, 1546])
+
+    return fn
+
+
+def lut_gather(wl: Any):
+    """A 256x8 lookup table gathered by byte, then the same last-axis plane gather."""
+    import tensorflow as tf
+
+    from tfperf.workloads.chess import BITS, PLANE_INDEX, PLANE_SIGN, RECORD_BYTES
+
+    table_ = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32)
+
+    def fn(batch):
+        raw = tf.reshape(tf.io.decode_raw(batch["d"], tf.uint8), [-1, RECORD_BYTES])
+        bits = tf.reshape(tf.gather(tf.constant(table_), tf.cast(raw, tf.int32)), [-1, BITS])
+        board = tf.reshape(bits[:, :1536], [-1, 8, 8, 24])
+        board = tf.gather(board, PLANE_INDEX, axis=-1) * tf.constant(PLANE_SIGN, tf.float32)
+        return {"board": board, "flags": bits[:, 1536:1546]}, _score(wl, batch["s"], bits[:, 1546])
+
+    return fn
+
+
+def shifts_transpose(wl: Any):
+    """tf.bitwise shifts to uint8 bits, the plane transpose on uint8, then cast and sign."""
+    import tensorflow as tf
+
+    from tfperf.workloads.chess import RECORD_BYTES
+
+    table_ = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32)
+    sign = np.repeat([1.0, -1.0, 1.0, -1.0], 6).astype(np.float32)
+
+    def fn(batch):
+        raw = tf.reshape(tf.io.decode_raw(batch["d"], tf.uint8), [-1, RECORD_BYTES])
+        shifts = tf.constant([7, 6, 5, 4, 3, 2, 1, 0], tf.uint8)
+        bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(raw[:, :192, None], shifts), 1)
+        bits = tf.transpose(tf.reshape(bits, [-1, 64, 6, 4]), [0, 1, 3, 2])
+        board = tf.reshape(tf.cast(bits, tf.float32), [-1, 8, 8, 24]) * sign
+        tail = tf.reshape(tf.gather(tf.constant(table_), tf.cast(raw[:, 192:], tf.int32)), [-1, 16])
+        return {"board": board, "flags": tail[:, :10]}, _score(wl, batch["s"], tail[:, 10])
+
+    return fn
+
+
+def bfloat16_board(wl: Any):
+    """The tuned formulation with the board cast to bfloat16 (half the bytes to move)."""
+    import tensorflow as tf
+
+    def fn(batch):
+        feats, score = wl.preprocess_batch(batch)
+        return {"board": tf.cast(feats["board"], tf.bfloat16), "flags": feats["flags"]}, score
+
+    return fn
+
+
+def per_batch_ms(fns: dict[str, Any], batch: Any, n: int, rounds: int = 5) -> dict[str, float]:
+    """Milliseconds per batch of each formulation alone (tf.function, one caller thread):
+    the best of `rounds` rounds, formulations interleaved within each round so that
+    another process's burst does not land on one of them only."""
+    import tensorflow as tf
+
+    compiled = {k: tf.function(fn) for k, fn in fns.items()}
+    for f in compiled.values():
+        f(batch)  # trace outside the timing
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for k, f in compiled.items():
+            start = time.perf_counter()
+            for _ in range(n):
+                out = f(batch)
+            _ = tf.nest.flatten(out)[0].numpy()
+            best[k] = min(best[k], (time.perf_counter() - start) / n * 1e3)
+    return best
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    import tensorflow as tf
+
+    where = machine()  # before the load this script adds
+    from tfperf.bench import bench_pipeline, measure_datasets
+    from tfperf.config import config_from_dict
+    from tfperf.data.inputs import ensure_workload_data, open_source
+    from tfperf.data.pipeline import make_dataset
+
+    repeats = args.repeats or (2 if args.quick else 5)
+    batches = args.batches or (20 if args.quick else 150)
+    warmup = 5 if args.quick else 10
+    data_dir = args.data or str(DATA_ROOT / "chess" / "data")
+    cfg = config_from_dict({"workload": "chess", "data": {"dir": data_dir}})
+    ensure_workload_data(cfg, progress=True)
+    src = open_source(cfg)
+    files, records = src.files("train"), src.records("train")
+    wl = src.workload
+    schema = src.manifest.split_schema("train")
+
+    # 1. The headline: tuned (with its stage prefixes) and original, interleaved.
+    report = bench_pipeline(cfg, repeats=repeats, batches=batches, warmup=warmup,
+                            stages=True, compare="original", progress=True)  # fmt: skip
+    vs_orig, vs_read = report.tuned_over_original, report.tuned_over_read
+
+    # 2. Formulations alone, on one parsed batch.
+    rows = list(wl.generate(cfg.pipeline.batch_size, seed=1))
+    parsed = schema.parse_batch(tf.constant([schema.encode(r) for r in rows]))
+    formulations = {
+        "tf.bitwise masks + last-axis plane gather (first version)": bitwise_gather(wl),
+        "256x8 lookup table + last-axis plane gather": lut_gather(wl),
+        "tf.bitwise shifts + uint8 transpose + cast": shifts_transpose(wl),
+        "signed 256x8 lookup table + one transpose (tuned)": wl.preprocess_batch,
+        "tuned, board as bfloat16": bfloat16_board(wl),
+    }
+    ms = per_batch_ms(formulations, parsed, 10 if args.quick else 50)
+
+    # 3. Variants of the whole pipeline, side by side.
+    def pipe(preprocess: Any = None, **opts: Any) -> Any:
+        options = cfg.pipeline.model_copy(update=opts)
+        return make_dataset(files, options, training=True, parse=schema.parse_batch,
+                            preprocess=preprocess or wl.preprocess_batch,
+                            records=records)  # fmt: skip
+
+    variants = {
+        "tuned (defaults)": pipe(),
+        "first version (bitwise masks + plane gather)": pipe(bitwise_gather(wl)),
+        "lookup table + plane gather": pipe(lut_gather(wl)),
+        "board as bfloat16": pipe(bfloat16_board(wl)),
+        "interleave_cycle=1": pipe(interleave_cycle=1),
+        "interleave_cycle=2": pipe(interleave_cycle=2),
+        "read_parallelism=1": pipe(read_parallelism=1),
+        "preprocess_parallelism=1": pipe(preprocess_parallelism=1),
+        "preprocess_parallelism=2": pipe(preprocess_parallelism=2),
+        "shuffle_buffer=0 (no record shuffle)": pipe(shuffle_buffer=0),
+        "parse and preprocess in one map": make_dataset(
+            files,
+            cfg.pipeline,
+            training=True,
+            records=records,
+            parse=lambda s: wl.preprocess_batch(schema.parse_batch(s)),
+        ),  # fmt: skip
+    }
+    measured = measure_datasets(variants, repeats=repeats, batches=batches, warmup=warmup,
+                                progress=True)  # fmt: skip
+
+    # ---- the markdown section -------------------------------------------------------------
+    out = []
+    out.append("## Seed E: the chess input pipeline (bench_chess_pipeline.py)\n")
+    quick = " --quick" if args.quick else ""
+    out.append(f"Command: `python benchmarks/bench_chess_pipeline.py{quick}` ({where}). "
+               f"Data: {records:,} generated chess records in {len(files)} "
+               f"shard(s), {report.tuned.record_bytes:.0f} serialized bytes per record; "
+               f"batch {cfg.pipeline.batch_size}, shuffle buffer {cfg.pipeline.shuffle_buffer}. "
+               f"Each pipeline: {repeats} runs of {batches} batches after {warmup} warm-up "
+               f"batches, runs interleaved; examples/s as median [min-max].\n")  # fmt: skip
+    rows_ = []
+    for m in [*report.stages, report.original]:
+        label = "+prefetch = tuned pipeline" if m is report.tuned else m.name
+        if m is report.original:
+            label = "original (the question's pipeline)"
+        of_read = m.examples_per_s.median / report.stages[0].examples_per_s.median
+        rows_.append((label, spread(m.examples_per_s), f"{m.mb_per_s.median:.1f}",
+                      f"{of_read:.0%}"))  # fmt: skip
+    out.append(table(["pipeline (stage prefix)", "examples/s", "MB/s", "of read-only"], rows_))
+    ok1 = "meets" if vs_orig >= TARGET_VS_ORIGINAL else "MISSES"
+    ok2 = "meets" if vs_read >= TARGET_VS_READ else "MISSES"
+    out.append(f"\n**tuned / original = {vs_orig:.1f}x** ({ok1} the >= {TARGET_VS_ORIGINAL:.0f}x "
+               f"target); **tuned / read-only bound = {vs_read:.0%}** ({ok2} the >= "
+               f"{TARGET_VS_READ:.0%} target).\n")  # fmt: skip
+    base = ms["signed 256x8 lookup table + one transpose (tuned)"]
+    out.append("Unpacking formulations alone (one parsed batch of "
+               f"{cfg.pipeline.batch_size}, tf.function, best of 5 rounds, "
+               "formulations interleaved):\n")  # fmt: skip
+    out.append(table(["formulation", "ms / batch", "examples/s", "vs tuned"],
+                     [(k, f"{v:.2f}", rate(cfg.pipeline.batch_size / v * 1e3),
+                       f"{v / base:.2f}x time") for k, v in ms.items()]))  # fmt: skip
+    ref = measured["tuned (defaults)"].examples_per_s.median
+    out.append("\nWhole-pipeline variants (one change each from the tuned defaults; "
+               "measured side by side):\n")  # fmt: skip
+    out.append(table(["variant", "examples/s", "vs tuned"],
+                     [(k, spread(m.examples_per_s), f"{m.examples_per_s.median / ref:.2f}")
+                      for k, m in measured.items()]))  # fmt: skip
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
