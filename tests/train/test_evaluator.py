@@ -307,6 +307,8 @@ def test_unknown_eval_metric_names_the_field(run):
     saver.final(10, saver.save(10, 1.0))
     with pytest.raises(ev.UserError, match=r"eval.metric: expected one of \['loss', 'mae'\]"):
         ev.watch(cfg, poll=0.1, timeout=30)
+    assert not (run.parent / "out" / "eval_results.jsonl").exists()
+    assert not (run.parent / "out" / "best").exists()
 
 
 # ---- real processes --------------------------------------------------------------------------

@@ -355,6 +355,11 @@ class _Outputs:
     def write(self, record: EvalRecord) -> None:
         import tensorflow as tf
 
+        if self.cfg.eval.metric not in record.metrics:  # checked before anything is written
+            raise UserError(
+                f"eval.metric: expected one of {sorted(record.metrics)}, "
+                f"found '{self.cfg.eval.metric}'"
+            )
         with self.writer.as_default():
             for name, value in record.metrics.items():
                 tf.summary.scalar(f"eval/{name}", value, step=record.step)
@@ -365,10 +370,6 @@ class _Outputs:
 
     def _update_best(self, record: EvalRecord) -> bool:
         metric, mode = self.cfg.eval.metric, self.cfg.eval.mode
-        if metric not in record.metrics:
-            raise UserError(
-                f"eval.metric: expected one of {sorted(record.metrics)}, found '{metric}'"
-            )
         value = record.metrics[metric]
         if self.best is not None:
             old = float(self.best["value"])
