@@ -74,25 +74,30 @@ def tiny_compiled():
 
 
 def _log_ids(ids):
-    # Appends this step's ids to the file named by IDS_LOG (one line per step).
+    # Appends this step's ids to the file named by IDS_LOG (one line per step); an
+    # optional pause per step (IDS_PAUSE seconds) gives a test time to kill the process.
+    import time
+
     ids = ids.numpy().reshape(-1).tolist()
     if any(ids):
         with open(os.environ["IDS_LOG"], "a") as f:
             f.write(" ".join(str(i) for i in ids) + "\\n")
+        time.sleep(float(os.environ.get("IDS_PAUSE", "0")))
     return 0
 
 
 class IdLogger(keras.layers.Layer):
-    def call(self, ids):
-        tf.py_function(_log_ids, [ids], tf.int32)
-        return ids
+    def call(self, x, ids):
+        done = tf.py_function(_log_ids, [ids], tf.int32)
+        with tf.control_dependencies([done]):
+            return tf.identity(x)
 
 
 def with_ids():
     x = keras.Input(shape=(4,), name="x")
     i = keras.Input(shape=(), dtype="int64", name="id")
-    IdLogger(name="ids")(i)
-    h = keras.layers.Dense(8, activation="relu", name="hidden")(x)
+    logged = IdLogger(name="ids")(x, i)
+    h = keras.layers.Dense(8, activation="relu", name="hidden")(logged)
     out = keras.layers.Dense(1, name="logit")(h)
     return keras.Model({"x": x, "id": i}, out)
 

@@ -423,7 +423,7 @@ def train(
                         logs[f"input/stage_us/{i:02d}_{s.name}"] = s.us_per_element
                 hook_list.on_loop_end(run, step, logs)
             if run.stop_reason == "signal":
-                _say(progress, f"{run.extra.get('signal', 'signal')}: saving a checkpoint at "
+                _say(True, f"{run.extra.get('signal', 'signal')}: saving a checkpoint at "
                      f"step {step} and stopping; run the same command to resume")  # fmt: skip
     finally:
         try:

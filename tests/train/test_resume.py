@@ -1,0 +1,112 @@
+"""Exact resume: a run killed (kill -9, or SIGTERM) at arbitrary steps and restarted
+consumes every example of every epoch exactly once, counting only what was consumed up
+to each restored checkpoint. The model logs the ids of each step's batch to a file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trainkit
+
+EXAMPLES, BATCH, EPOCHS = 48, 4, 3
+STEPS_PER_EPOCH = EXAMPLES // BATCH
+
+
+def _lines(path: Path) -> list[list[int]]:
+    if not path.exists():
+        return []
+    return [[int(t) for t in line.split()] for line in path.read_text().splitlines() if line]
+
+
+def _latest_step(ckpt_dir: Path) -> int:
+    state = ckpt_dir / "checkpoint"
+    if not state.exists():
+        return 0
+    first = state.read_text().splitlines()[0]  # model_checkpoint_path: "ckpt-N"
+    return int(first.split('"')[1].rsplit("-", 1)[1])
+
+
+def _start(rf: Path, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(log), "IDS_PAUSE": "0.08"}
+    return subprocess.Popen([sys.executable, "-m", "tfperf.cli.main", "train", str(rf),
+                             "--no-progress"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _interrupt_after(proc: subprocess.Popen, log: Path, lines: int, sig: int) -> str:
+    deadline = time.monotonic() + 120
+    while len(_lines(log)) < lines:
+        assert proc.poll() is None, f"finished early:\n{proc.stderr.read()}"
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    return err
+
+
+@pytest.mark.slow  # four real training processes
+def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=EXAMPLES, shards=3)
+    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:with_ids", epochs=EPOCHS,
+                                steps_per_loop=1, checkpoint={"every_steps": 3})  # fmt: skip
+    doc = rf.read_text().replace("batch_size: 8", f"batch_size: {BATCH}")
+    rf.write_text(doc)
+    ckpt_dir = tmp_path / "run" / "checkpoints"
+    # (lines to wait for, signal): kill -9 between checkpoints, then SIGTERM (saves at once).
+    plan = [(5, signal.SIGKILL), (4, signal.SIGTERM), (8, signal.SIGKILL)]
+    history: list[list[int]] = []
+    start = 0
+    for k, (lines, sig) in enumerate(plan):
+        log = tmp_path / f"ids_{k}.txt"
+        err = _interrupt_after(_start(rf, log), log, lines, sig)
+        restored = _latest_step(ckpt_dir)
+        consumed = _lines(log)
+        if sig == signal.SIGTERM:
+            assert "saving a checkpoint" in err
+            assert restored == start + len(consumed)  # saved exactly where it stopped
+        assert start <= restored <= start + len(consumed)
+        history += consumed[: restored - start]  # what the restored state has consumed
+        start = restored
+    log = tmp_path / "ids_final.txt"
+    final = _start(rf, log)
+    _, err = final.communicate(timeout=240)
+    assert final.returncode == 0, err
+    assert f"resumed from {ckpt_dir}" in err.replace("\n", "")
+    history += _lines(log)
+    assert len(history) == EPOCHS * STEPS_PER_EPOCH
+    assert all(len(batch) == BATCH for batch in history)
+    for e in range(EPOCHS):
+        epoch = history[e * STEPS_PER_EPOCH : (e + 1) * STEPS_PER_EPOCH]
+        ids = sorted(i for batch in epoch for i in batch)
+        assert ids == list(range(1, EXAMPLES + 1)), f"epoch {e}"
+    assert (ckpt_dir / "FINAL").exists()
+    # Shuffled: the epochs do not repeat one order.
+    orders = [sum(history[e * STEPS_PER_EPOCH : (e + 1) * STEPS_PER_EPOCH], []) for e in range(2)]
+    assert orders[0] != orders[1]
+
+
+@pytest.mark.slow  # two real training processes
+def test_without_iterator_checkpoint_the_epoch_restarts(tmp_path):
+    """checkpoint_input: false keeps model and step but not the input position: after a
+    restart the consumed ids no longer form exact epochs (why the iterator is saved)."""
+    data = trainkit.write_data(tmp_path / "data", n=EXAMPLES, shards=3)
+    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:with_ids", epochs=1,
+                                steps_per_loop=1, checkpoint_input=False,
+                                checkpoint={"every_steps": 3})  # fmt: skip
+    rf.write_text(rf.read_text().replace("batch_size: 8", f"batch_size: {BATCH}"))
+    log = tmp_path / "ids_0.txt"
+    _interrupt_after(_start(rf, log), log, 6, signal.SIGTERM)
+    restored = _latest_step(tmp_path / "run" / "checkpoints")
+    history = _lines(log)[:restored]
+    final = _start(rf, tmp_path / "ids_1.txt")
+    final.communicate(timeout=240)
+    history += _lines(tmp_path / "ids_1.txt")
+    ids = sorted(i for batch in history for i in batch)
+    assert len(history) == STEPS_PER_EPOCH
+    assert ids != list(range(1, EXAMPLES + 1))  # some ids twice, some never
