@@ -301,6 +301,19 @@ def train(
     """Trains the run file's model; resumes from the latest checkpoint in
     {train.out_dir}/checkpoints. `max_steps` (a global step) overrides train.max_steps;
     `overrides` are the --set values, passed on to the evaluator process."""
+    import keras
+
+    # The dtype policy is global in Keras: restore it so later models in this process
+    # (an evaluator, a test) are not silently built in mixed precision.
+    previous = keras.config.dtype_policy()
+    try:
+        return _train(cfg, hooks, max_steps, evaluator, progress, overrides)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluator: bool,
+           progress: bool, overrides: Sequence[str]) -> TrainResult:  # fmt: skip
     import tensorflow as tf
 
     dirs = run_dirs(cfg)
