@@ -111,6 +111,10 @@ class DoctorConfig(_Section):
     steps: int = Field(30, gt=0)  # measured steps per variant
     warmup: int = Field(5, ge=0)
     repeats: int = Field(3, gt=0)
+    # Each measurement runs at least `steps` and at least this long: a busy machine's
+    # scheduling jitter then averages out (tests use less).
+    min_seconds: float = Field(0.5, ge=0)
+    what_ifs: bool = True  # also time other precisions and a 4x batch (compute-side advice)
 
 
 class RunConfig(_Section):

@@ -1,0 +1,367 @@
+"""Static reading of a tf.data pipeline: the dataset's serialized graph (GraphDef) walked
+from source to output as a chain of stages, each with its settings (parallelism, batch
+size, buffer sizes, determinism, dtypes) and the ops inside its functions; and the
+rebuilding of any prefix of that chain as a dataset of its own.
+
+It measures nothing and judges nothing: probes.py times the prefixes, rules.py decides.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+# Short kinds for the dataset ops the rules care about; unknown ops are "other".
+_KINDS = {
+    "TensorSliceDataset": "source", "TensorDataset": "source", "RangeDataset": "source",
+    "SparseTensorSliceDataset": "source", "FixedLengthRecordDatasetV2": "read",
+    "TFRecordDataset": "read", "TFRecordDatasetV2": "read", "TextLineDataset": "read",
+    "GeneratorDataset": "generator",
+    "MapDataset": "map", "ParallelMapDataset": "map", "ParallelMapDatasetV2": "map",
+    "MapAndBatchDataset": "map_batch",
+    "BatchDataset": "batch", "BatchDatasetV2": "batch", "ParallelBatchDataset": "batch",
+    "PaddedBatchDataset": "batch", "PaddedBatchDatasetV2": "batch",
+    "ShuffleDataset": "shuffle", "ShuffleDatasetV2": "shuffle", "ShuffleDatasetV3": "shuffle",
+    "ShuffleAndRepeatDataset": "shuffle", "ShuffleAndRepeatDatasetV2": "shuffle",
+    "RepeatDataset": "repeat", "PrefetchDataset": "prefetch",
+    "CacheDataset": "cache", "CacheDatasetV2": "cache",
+    "InterleaveDataset": "interleave", "ParallelInterleaveDataset": "interleave",
+    "ParallelInterleaveDatasetV2": "interleave", "ParallelInterleaveDatasetV3": "interleave",
+    "ParallelInterleaveDatasetV4": "interleave", "FlatMapDataset": "flat_map",
+    "ParseExampleDataset": "parse", "ParseExampleDatasetV2": "parse",
+    "FilterDataset": "filter", "TakeDataset": "take", "SkipDataset": "skip",
+    "ShardDataset": "shard", "UnbatchDataset": "unbatch",
+    # Pass-through wrappers: options, autotune model, thread pools.
+    "OptionsDataset": "options", "ModelDataset": "options",
+    "MaxIntraOpParallelismDataset": "options", "PrivateThreadPoolDataset": "options",
+    "AssertCardinalityDataset": "options", "IgnoreErrorsDataset": "options",
+}  # fmt: skip
+# Ops that call back into Python (seed A's distance maps ran in one of these).
+PY_FUNC_OPS = frozenset({"PyFunc", "EagerPyFunc", "PyFuncStateless"})
+PARSE_OPS = frozenset({"ParseExampleV2", "ParseExample", "ParseSingleExample"})
+READ_OPS = frozenset({"TFRecordDataset", "TFRecordDatasetV2", "FixedLengthRecordDatasetV2",
+                      "TextLineDataset"})  # fmt: skip
+AUTOTUNE = -1
+
+
+def _is_dataset_op(op: str) -> bool:
+    return op in _KINDS or "Dataset" in op
+
+
+def _is_random_op(op: str) -> bool:
+    # Content that differs between epochs cannot be cached (augmentation).
+    return "Random" in op or op.startswith("Rng") or op in {"Multinomial", "RandomShuffle"}
+
+
+@dataclass
+class Stage:
+    """One dataset op of the main chain, source first."""
+
+    index: int
+    name: str  # node name in the GraphDef
+    op: str
+    kind: str
+    parallelism: int | None = None  # num_parallel_calls; -1 is AUTOTUNE; None: sequential
+    deterministic: str | None = None  # "true", "false" or "default" (follows Options)
+    batch_size: int | None = None
+    buffer_size: int | None = None
+    drop_remainder: bool | None = None
+    functions: list[str] = field(default_factory=list)
+    fn_ops: set[str] = field(default_factory=set)  # every op inside its functions, nested
+    output_dtypes: list[str] = field(default_factory=list)
+    output_shapes: list[list[int | None] | None] = field(default_factory=list)
+    files: int | None = None  # files read by a read stage, when known
+    batched: bool = False  # a batch stage is at or before this one
+
+    @property
+    def has_py_func(self) -> bool:
+        return bool(self.fn_ops & PY_FUNC_OPS)
+
+    @property
+    def has_parse(self) -> bool:
+        return bool(self.fn_ops & PARSE_OPS) or self.kind == "parse"
+
+    @property
+    def is_generator(self) -> bool:
+        return self.kind == "generator" or "GeneratorDataset" in self.fn_ops
+
+    @property
+    def reads_files(self) -> bool:
+        return self.kind == "read" or bool(self.fn_ops & READ_OPS)
+
+    @property
+    def is_random(self) -> bool:
+        return self.kind == "shuffle" or any(_is_random_op(op) for op in self.fn_ops)
+
+    @property
+    def parallel(self) -> bool:
+        return self.parallelism is not None and self.parallelism != 1
+
+    @property
+    def label(self) -> str:
+        """A short human name: 'map#3 (parallel=AUTOTUNE)'."""
+        extra = []
+        if self.kind in ("map", "interleave", "map_batch", "batch", "parse"):
+            if self.parallelism is None:
+                extra.append("sequential" if self.kind != "batch" else "")
+            else:
+                extra.append(
+                    f"parallel={'AUTOTUNE' if self.parallelism == AUTOTUNE else self.parallelism}"
+                )  # noqa: E501
+        if self.batch_size is not None:
+            extra.append(f"batch={self.batch_size}")
+        if self.buffer_size is not None:
+            extra.append(
+                f"buffer={'AUTOTUNE' if self.buffer_size == AUTOTUNE else self.buffer_size}"
+            )  # noqa: E501
+        if self.files is not None:
+            extra.append(f"files={self.files}")
+        if self.has_py_func and not self.is_generator:
+            extra.append("py_function")
+        inner = ", ".join(e for e in extra if e)
+        return f"{self.kind}#{self.index}" + (f" ({inner})" if inner else "")
+
+    def summary(self) -> dict[str, Any]:
+        return {"index": self.index, "op": self.op, "kind": self.kind, "label": self.label,
+                "parallelism": self.parallelism, "deterministic": self.deterministic,
+                "batch_size": self.batch_size, "buffer_size": self.buffer_size,
+                "files": self.files, "output_dtypes": self.output_dtypes,
+                "functions": self.functions}  # fmt: skip
+
+
+@dataclass
+class DatasetGraph:
+    """A dataset's graph and its main chain of stages (source first, output last)."""
+
+    graph_def: Any
+    stages: list[Stage]
+    element_spec: Any
+    deterministic_option: bool | None  # tf.data.Options().deterministic of the dataset
+
+    @property
+    def output(self) -> Stage:
+        return self.stages[-1]
+
+    @property
+    def batch_size(self) -> int | None:
+        for s in self.stages:
+            if s.batch_size is not None and s.kind in ("batch", "map_batch"):
+                return s.batch_size
+        return None
+
+    def measurable(self) -> list[Stage]:
+        """Stages whose prefix is worth timing (pass-through wrappers are skipped)."""
+        return [s for s in self.stages if s.kind not in ("options", "take", "skip")]
+
+
+def _const_value(nodes: dict[str, Any], ref: str) -> Any:
+    from tensorflow.python.framework import tensor_util
+
+    node = nodes.get(ref.split(":")[0].lstrip("^"))
+    if node is None or node.op != "Const":
+        return None
+    value = tensor_util.MakeNdarray(node.attr["value"].tensor)
+    return value
+
+
+def _int_input(nodes: dict[str, Any], node: Any, pos: int) -> int | None:
+    if len(node.input) <= abs(pos) - (1 if pos < 0 else 0) or not node.input:
+        return None
+    try:
+        value = _const_value(nodes, node.input[pos])
+    except IndexError:
+        return None
+    if value is None or getattr(value, "size", 1) != 1:
+        return None
+    return int(value)
+
+
+def _function_ops(library: dict[str, Any], names: list[str]) -> set[str]:
+    """Every op inside the named functions, following nested function attributes."""
+    seen: set[str] = set()
+    ops: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        for nd in library[name].node_def:
+            ops.add(nd.op)
+            for value in nd.attr.values():
+                if value.func.name:
+                    todo.append(value.func.name)
+                for f in value.list.func:
+                    todo.append(f.name)
+    return ops
+
+
+def _node_functions(node: Any) -> list[str]:
+    names = []
+    for value in node.attr.values():
+        if value.func.name:
+            names.append(value.func.name)
+        names.extend(f.name for f in value.list.func)
+    return names
+
+
+def _shapes(node: Any) -> list[list[int | None] | None]:
+    out: list[list[int | None] | None] = []
+    for s in node.attr["output_shapes"].list.shape:
+        out.append(None if s.unknown_rank else [None if d.size < 0 else d.size for d in s.dim])
+    return out
+
+
+def _dtypes(node: Any) -> list[str]:
+    import tensorflow as tf
+
+    key = "output_types" if "output_types" in node.attr else "Toutput_types"
+    return [tf.dtypes.as_dtype(t).name for t in node.attr[key].list.type]
+
+
+def _const_size(nodes: dict[str, Any], ref: str) -> int | None:
+    """Number of elements of a Const input (from its shape: string values need no decoding)."""
+    node = nodes.get(ref.split(":")[0].lstrip("^"))
+    if node is None or node.op != "Const":
+        return None
+    size = 1
+    for d in node.attr["value"].tensor.tensor_shape.dim:
+        size *= d.size
+    return size
+
+
+def _files_of(nodes: dict[str, Any], node: Any) -> int | None:
+    """How many files a read stage (or the file list feeding a flat_map/interleave) holds."""
+    src = nodes.get(node.input[0].split(":")[0]) if node.input else None
+    if node.op in READ_OPS:
+        return _const_size(nodes, node.input[0])
+    if src is not None and src.op == "TensorSliceDataset" and src.input:
+        return _const_size(nodes, src.input[0])
+    return None
+
+
+def _stage(nodes: dict[str, Any], library: dict[str, Any], node: Any, index: int) -> Stage:
+    kind = _KINDS.get(node.op, "other")
+    st = Stage(index=index, name=node.name, op=node.op, kind=kind)
+    st.functions = _node_functions(node)
+    st.fn_ops = _function_ops(library, st.functions)
+    st.output_dtypes = _dtypes(node)
+    st.output_shapes = _shapes(node)
+    if "deterministic" in node.attr:
+        st.deterministic = node.attr["deterministic"].s.decode() or "default"
+    op = node.op
+    if op in ("ParallelMapDataset", "ParallelMapDatasetV2") or op.startswith(
+        "ParallelInterleaveDataset"
+    ):
+        st.parallelism = _int_input(nodes, node, -1)
+    elif op == "MapAndBatchDataset":
+        st.parallelism = _int_input(nodes, node, -2)
+        st.batch_size = _int_input(nodes, node, -3)
+    elif op == "ParallelBatchDataset":
+        st.batch_size = _int_input(nodes, node, 1)
+        st.parallelism = _int_input(nodes, node, 2)
+    elif kind == "batch":
+        st.batch_size = _int_input(nodes, node, 1)
+    elif kind == "parse":
+        st.parallelism = _int_input(nodes, node, 1)
+    if kind in ("shuffle", "prefetch"):
+        st.buffer_size = _int_input(nodes, node, 1)
+    if kind == "read" or (kind in ("flat_map", "interleave") and st.fn_ops & READ_OPS):
+        st.files = _files_of(nodes, node)
+    return st
+
+
+def read_graph(ds: Any) -> DatasetGraph:
+    """The chain of stages of `ds` (any tf.data.Dataset), source first."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    policy = tf.data.experimental.ExternalStatePolicy.IGNORE  # py_functions serialize as tokens
+    graph_def = graph_pb2.GraphDef()
+    graph_def.ParseFromString(ds._as_serialized_graph(external_state_policy=policy).numpy())
+    nodes = {n.name: n for n in graph_def.node}
+    library = {f.signature.name: f for f in graph_def.library.function}
+    ret = next(n for n in graph_def.node if n.op == "_Retval")
+    chain = []
+    node = nodes[ret.input[0].split(":")[0]]
+    # Follow each op's first input (its input dataset) back to the source.
+    while True:
+        chain.append(node)
+        if not node.input or node.op in _KINDS and _KINDS[node.op] in ("source", "read"):
+            break
+        parent = nodes.get(node.input[0].split(":")[0].lstrip("^"))
+        if parent is None or not _is_dataset_op(parent.op):
+            break
+        node = parent
+    chain.reverse()
+    stages = [_stage(nodes, library, n, i) for i, n in enumerate(chain)]
+    batched = False
+    for st in stages:
+        batched = batched or st.kind in ("batch", "map_batch")
+        if st.kind == "unbatch":
+            batched = False
+        st.batched = batched
+    return DatasetGraph(graph_def, stages, ds.element_spec, ds.options().deterministic)
+
+
+def prefix_dataset(graph: DatasetGraph, stage: Stage) -> Any:
+    """The pipeline cut after `stage`, rebuilt from the graph as a dataset of flat tuples."""
+    import tensorflow as tf
+
+    g = copy.deepcopy(graph.graph_def)
+    node = next(n for n in g.node if n.name == stage.name)
+    for n in g.node:
+        if n.op == "_Retval":
+            n.input[0] = stage.name
+    types = "output_types" if "output_types" in node.attr else "Toutput_types"
+    specs = tuple(
+        tf.TensorSpec(tf.TensorShape(s), tf.dtypes.as_dtype(t))
+        for s, t in zip(
+            node.attr["output_shapes"].list.shape, node.attr[types].list.type, strict=True
+        )
+    )
+    variant = tf.raw_ops.DatasetFromGraph(graph_def=g.SerializeToString())
+    return tf.data.experimental.from_variant(variant, specs[0] if len(specs) == 1 else specs)
+
+
+def deterministic_prefix(graph: DatasetGraph) -> list[Stage]:
+    """Stages before the first that shuffles, randomizes content or repeats: cacheable."""
+    out = []
+    for st in graph.stages:
+        if st.is_random or st.kind in ("repeat", "cache", "prefetch") or st.has_py_func:
+            break
+        out.append(st)
+    return out
+
+
+def float64_outputs(graph: DatasetGraph) -> list[str]:
+    """Paths of float64 tensors in the dataset's output."""
+    import tensorflow as tf
+
+    found = []
+    for path, spec in _flat_specs(graph.element_spec):
+        if getattr(spec, "dtype", None) == tf.float64:
+            found.append(path)
+    return found
+
+
+def _flat_specs(spec: Any, path: str = "") -> list[tuple[str, Any]]:
+    if isinstance(spec, dict):
+        return [p for k, v in spec.items() for p in _flat_specs(v, f"{path}/{k}" if path else k)]
+    if isinstance(spec, (tuple, list)):
+        names = ("features", "labels", "weights") if len(spec) <= 3 and not path else None
+        return [
+            p
+            for i, v in enumerate(spec)
+            for p in _flat_specs(v, (names[i] if names else f"{path}[{i}]"))
+        ]
+    return [(path or "element", spec)]
+
+
+def rebuild(graph_def: Any, element_spec: Any) -> Any:
+    """A dataset from a (possibly rewritten) GraphDef whose output matches `element_spec`."""
+    import tensorflow as tf
+
+    variant = tf.raw_ops.DatasetFromGraph(graph_def=graph_def.SerializeToString())
+    return tf.data.experimental.from_variant(variant, element_spec)
