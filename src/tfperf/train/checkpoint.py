@@ -155,6 +155,10 @@ class CheckpointHook(Hook):
         run.extra["checkpoint"] = path
         if self.scratch_dir is not None:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
+            try:
+                self.scratch_dir.parent.rmdir()  # the last worker out removes the folder
+            except OSError:
+                pass
             return
         if run.stop_reason in self.NORMAL_ENDS:
             write_final(Path(self.manager.directory), run.step, path)

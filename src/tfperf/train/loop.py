@@ -352,10 +352,13 @@ def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluat
 
     dist = distribute_input(info, _dataset_fn(cfg))
     iterator = iter(dist)
-    save_iterator = cfg.train.checkpoint_input and info.kind in ("one_device", "mirrored")
+    # tf.data iterators are trackable; distributed ones are not (tensorflow#56372): under
+    # mirrored, multi_worker and parameter_server a resumed run restarts its input.
+    trackable = isinstance(iterator, tf.__internal__.tracking.Trackable)
+    save_iterator = cfg.train.checkpoint_input and trackable
     if cfg.train.checkpoint_input and not save_iterator:
-        _say(progress, f"note: the input iterator is not checkpointed under {info.kind}; "
-             "a resumed run restarts its input pipeline")  # fmt: skip
+        _say(progress, f"note: TensorFlow cannot checkpoint the input iterator under "
+             f"{info.kind}; a resumed run restarts its input pipeline")  # fmt: skip
     if save_iterator and cfg.pipeline.shuffle_buffer > 1:
         warn_if_iterator_large(cfg.pipeline.shuffle_buffer, _record_bytes(cfg))
     ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var,

@@ -113,13 +113,14 @@ def ensure_cpu_devices(n: int) -> None:
     import tensorflow as tf
 
     cpus = tf.config.list_physical_devices("CPU")
-    if len(tf.config.list_logical_devices("CPU")) >= n:
-        return
+    # Listing *logical* devices would start the runtime: configure first, check after.
     try:
         tf.config.set_logical_device_configuration(
             cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
         )
     except RuntimeError as exc:
+        if len(tf.config.list_logical_devices("CPU")) >= n:
+            return
         raise UserError(
             f"train.devices={n}: cannot split the CPU into {n} devices after TensorFlow "
             f"started ({exc}); run in a fresh process"
@@ -138,15 +139,16 @@ def make_strategy(cfg: Any) -> StrategyInfo:
         # On a CPU the default strategy is one device with no distribution overhead.
         return StrategyInfo(tf.distribute.get_strategy(), kind, 1)
     if kind == "mirrored":
-        gpus = tf.config.list_logical_devices("GPU")
-        if gpus:
+        if tf.config.list_physical_devices("GPU"):
+            gpus = tf.config.list_logical_devices("GPU")
             devices = [d.name for d in gpus[: cfg.train.devices or len(gpus)]]
         else:
             n = cfg.train.devices or 2
             ensure_cpu_devices(n)
             devices = [d.name for d in tf.config.list_logical_devices("CPU")[:n]]
         # On CPU, NCCL is unavailable: reduce with plain copies.
-        cross = None if gpus else tf.distribute.ReductionToOneDevice()
+        on_gpu = "GPU" in devices[0].upper()
+        cross = None if on_gpu else tf.distribute.ReductionToOneDevice()
         strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
         return StrategyInfo(strategy, kind, strategy.num_replicas_in_sync)
     if kind == "multi_worker":
@@ -198,6 +200,10 @@ def _parameter_server(cfg: Any) -> StrategyInfo:
 def distribute_input(info: StrategyInfo, dataset_fn: Callable[[Any], Any]) -> Any:
     """The distributed dataset (or per-worker dataset under parameter_server)."""
     if info.coordinator is not None:
-        # Each worker builds its own pipeline; the function runs on the workers.
-        return info.coordinator.create_per_worker_dataset(dataset_fn)
+        # Each worker builds its own pipeline (the function runs on the workers), through
+        # distribute_datasets_from_function so that it gets its input context.
+        def per_worker() -> Any:
+            return info.strategy.distribute_datasets_from_function(dataset_fn)
+
+        return info.coordinator.create_per_worker_dataset(per_worker)
     return info.strategy.distribute_datasets_from_function(dataset_fn)

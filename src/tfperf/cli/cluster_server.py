@@ -1,0 +1,62 @@
+"""`tfperf cluster-server`: one task of a tf.distribute cluster (a parameter server or a
+worker for train.strategy=parameter_server, started on each machine), serving until
+killed. The cluster comes from cluster.yaml; the trainer process is the coordinator."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from tfperf.cli.common import console, user_errors
+
+HELP = """Run one task of a training cluster: a TensorFlow gRPC server for the job 'ps' or
+'worker' at the address cluster.yaml gives it, serving until stopped (Ctrl-C/SIGTERM).
+
+cluster.yaml maps jobs to host:port lists, e.g.
+{chief: ["10.0.0.1:2222"], worker: ["10.0.0.2:2222"], ps: ["10.0.0.3:2222"]}.
+The chief is the coordinator: `tfperf train RUN --set train.strategy=parameter_server
+--set train.cluster=cluster.yaml`, started after (or with) the servers."""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("cluster-server", help=HELP,
+                 short_help="Serve one ps/worker task of a training cluster.")  # fmt: skip
+    @user_errors
+    def cluster_server(
+        job: Annotated[str, typer.Option("--job", help="This task's job: ps or worker.")],
+        index: Annotated[
+            int,
+            typer.Option(
+                "--index", min=0, help="This task's index in the job's list in cluster.yaml."
+            ),
+        ],  # fmt: skip
+        cluster: Annotated[
+            str,
+            typer.Option(
+                "--cluster", help="cluster.yaml: {job: [host:port, ...]} for chief, worker, ps."
+            ),
+        ],  # fmt: skip
+    ) -> None:
+        from tfperf.errors import UserError
+        from tfperf.train.strategy import load_cluster
+
+        spec = load_cluster(cluster)
+        if job not in ("ps", "worker"):
+            raise UserError(f"--job: expected ps or worker, found '{job}'")
+        tasks = spec.get(job, [])
+        if index >= len(tasks):
+            raise UserError(f"--index {index}: {cluster} lists {len(tasks)} '{job}' task(s)")
+        # Fail fast on a lost peer instead of retrying forever (TF's advice for in-process
+        # clusters); must be set before TensorFlow starts.
+        os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+        import tensorflow as tf
+
+        if job == "worker":
+            # Workers must not run ops eagerly on their own; they only serve the coordinator.
+            tf.config.set_soft_device_placement(True)
+        server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job,
+                                      task_index=index, protocol="grpc", start=True)  # fmt: skip
+        console.print(f"{job} {index} serving at {tasks[index]} ({server.target})")
+        server.join()
