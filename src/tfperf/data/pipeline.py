@@ -195,6 +195,9 @@ def make_dataset(
         if preprocess_example is not None:
             ds = ds.map(preprocess_example, num_parallel_calls=par, deterministic=deterministic)
         ds = ds.batch(batch, drop_remainder=training)
+        if preprocess is not None and preprocess_example is None:
+            # Whole-batch preprocessing (e.g. the label split) still runs after a per-example parse.
+            ds = ds.map(preprocess, num_parallel_calls=par, deterministic=deterministic)
         if done("preprocess"):
             return ds
     else:

@@ -306,8 +306,8 @@ def dataset_candidates(
     cands: list[tuple[str, Callable[[Any, lint.DatasetGraph], Any]]] = []
     cands.append(("batch before per-example map",
                   lambda d, g: (batch_before_map(g, d) or (None,))[0]))  # fmt: skip
-    cands.append(("map parallelization + autotune",
-                  lambda d, g: with_options(d, map_parallelization=True, autotune=True)))  # fmt: skip
+    parallel = lambda d, g: with_options(d, map_parallelization=True, autotune=True)  # noqa: E731
+    cands.append(("map parallelization + autotune", parallel))
     cands.append(("non-deterministic order", lambda d, g: set_deterministic(g, d, False)))
     cands.append(("prefetch at the end", lambda d, g: d.prefetch(tf.data.AUTOTUNE)))
     cache = next((f for f in diag.findings if f.code == "no_cache"), None)
@@ -321,8 +321,8 @@ def dataset_candidates(
 
         cands.append(("cache the deterministic prefix", add_cache))
     if lint.float64_outputs(graph):
-        cands.append(("float32 outputs",
-                      lambda d, g: d.map(_to_float32, num_parallel_calls=tf.data.AUTOTUNE)))  # fmt: skip
+        cast = lambda d, g: d.map(_to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
+        cands.append(("float32 outputs", cast))
     return cands
 
 

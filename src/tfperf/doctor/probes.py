@@ -74,7 +74,7 @@ def element_bytes(element: Any) -> int:
 
     total = 0
     for t in tf.nest.flatten(element):
-        value = t.numpy() if hasattr(t, "numpy") else np.asarray(t)
+        value = np.asarray(t.numpy() if hasattr(t, "numpy") else t)
         if value.dtype == object:
             total += sum(len(v) for v in np.ravel(value)) + 8 * value.size
         else:
@@ -235,7 +235,9 @@ def measure_training(
 ) -> TrainingRate:
     """The real train step fed by `ds` (must repeat): examples/s and input-wait share."""
     it = iter(ds)
-    _run_steps(target, it, max(1, warmup))  # traces and compiles; not measured
+    # Not measured: the first call traces and compiles, the second warms kernel caches.
+    _run_steps(target, it, max(1, warmup))
+    _run_steps(target, it, max(1, warmup))
     runs, wait_total, wall_total = [], 0.0, 0.0
     for _ in range(repeats):
         wall = wait = 0.0

@@ -1,0 +1,148 @@
+"""`tfperf doctor --fix`: graph rewrites of any dataset and run-file changes of tfperf
+pipelines are measured, kept only when they help, and never change the examples."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).parent))
+
+import numpy as np  # noqa: E402
+import slow_pipelines as sp  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfperf.config import config_from_dict, load_config  # noqa: E402
+from tfperf.data.inputs import make_input_dataset  # noqa: E402
+from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
+from tfperf.data.schema import Feature, Schema  # noqa: E402
+from tfperf.doctor import lint  # noqa: E402
+from tfperf.doctor.fixes import (  # noqa: E402
+    batch_before_map,
+    example_multiset,
+    fix_pipeline,
+    same_examples,
+    set_deterministic,
+)
+from tfperf.doctor.rules import diagnose  # noqa: E402
+
+FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": False}
+
+
+def test_same_examples_compares_multisets_across_batching():
+    ds = tf.data.Dataset.range(10)
+    assert same_examples(ds.batch(3), ds.shuffle(10, seed=1).batch(4))
+    assert not same_examples(ds.batch(3), ds.map(lambda x: x + 1).batch(3))
+    assert not same_examples(ds, ds.take(9))
+    assert sum(example_multiset(ds.batch(4)).values()) == 10
+
+
+def test_batch_before_map_moves_a_polymorphic_map():
+    ds = tf.data.Dataset.range(12).map(lambda x: tf.cast(x, tf.float32) * 2.0 + 1.0).batch(4)
+    g = lint.read_graph(ds)
+    moved, label = batch_before_map(g, ds)
+    kinds = [s.kind for s in lint.read_graph(moved).stages]
+    assert kinds.index("batch") < kinds.index("map")
+    assert "vectorized" in label
+    assert [list(b.numpy()) for b in moved] == [list(b.numpy()) for b in ds]
+
+
+def test_batch_before_map_breaks_a_per_example_only_map():
+    ds = tf.data.Dataset.range(8).map(lambda x: tf.reshape(tf.cast(x, tf.float32), [1]))
+    ds = ds.batch(4)
+    moved, _ = batch_before_map(lint.read_graph(ds), ds)
+    # reshape([4] -> [1]) cannot take a batch: the rewrite fails, so --fix would not keep it
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        list(moved)
+
+
+def test_set_deterministic_rewrites_attrs_and_keeps_examples():
+    ds = tf.data.Dataset.range(50).map(lambda x: x * 2, num_parallel_calls=2, deterministic=True)
+    nd = set_deterministic(lint.read_graph(ds), ds, False)
+    assert [s.deterministic for s in lint.read_graph(nd).stages if s.kind == "map"] == ["false"]
+    assert same_examples(ds, nd)
+
+
+def test_fix_any_dataset_keeps_the_multiset(tmp_path):
+    cfg = config_from_dict({
+        "data": {"pipeline": "slow_pipelines:fixable"},
+        "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
+        "pipeline": {"batch_size": 32}, "doctor": FAST,
+    })  # fmt: skip
+    diag = diagnose(cfg)
+    assert diag.findings[0].code == "per_example_map"
+    result = fix_pipeline(cfg, diag, out=tmp_path / "run.optimized.yaml")
+    original = make_input_dataset(cfg, training=True)
+    assert same_examples(original, result.dataset)
+    assert "batch before per-example map" in result.pipeline_changes
+    assert result.after > result.before
+    md = Path(result.written[0])
+    assert md.name == "run.optimized.md"
+    text = md.read_text()
+    assert "Before:" in text and "After:" in text and "| change |" in text
+    names = [t.name for t in result.trials]
+    assert "prefetch at the end" in names and "non-deterministic order" in names
+
+
+def write_tfperf_data(root: Path, n: int = 512, shards: int = 4) -> Path:
+    """Shards plus manifest.json as `tfperf convert` lays them out."""
+    schema = Schema.of(Feature(name="x", dtype="float32", shape=(sp.DIM,)),
+                       Feature(name="y", dtype="float32", shape=(1,)))  # fmt: skip
+    x, y = sp.arrays(n)
+    root.mkdir(parents=True, exist_ok=True)
+    per = n // shards
+    infos = []
+    for s in range(shards):
+        name = f"train.tfrecord-{s:05d}-of-{shards:05d}"
+        with tf.io.TFRecordWriter(str(root / name)) as w:
+            for i in range(s * per, (s + 1) * per):
+                w.write(schema.encode({"x": x[i], "y": y[i]}))
+        infos.append(ShardInfo(file=name, records=per, bytes=(root / name).stat().st_size,
+                               sha256="0" * 64))  # fmt: skip
+    split = SplitInfo(shards=infos, records=per * shards)
+    save_manifest(Manifest(name="t", schema=schema, splits={"train": split, "eval": split}),
+                  root)  # fmt: skip
+    return root
+
+
+def test_fix_run_file_writes_an_optimized_run_file(tmp_path):
+    write_tfperf_data(tmp_path / "data")
+    run = tmp_path / "run.yaml"
+    run.write_text(
+        "data:\n  dir: data\n  label: y\n"
+        "model:\n  name: slow_pipelines:tiny_model\n  loss: mse\n"
+        "pipeline:\n  batch_size: 32\n  parse: per_example\n  preprocess_parallelism: 1\n"
+        "  prefetch: 1\n  shuffle_buffer: 64\n"
+        f"doctor: {FAST}\n"
+    )
+    cfg = load_config(run)
+    diag = diagnose(cfg)
+    out = tmp_path / "run.optimized.yaml"
+    result = fix_pipeline(cfg, diag, out=out)
+    assert result.written == [str(out)] and out.exists()
+    fixed = load_config(out)
+    assert fixed.data.label == "y" and fixed.pipeline.batch_size == 32
+    # every kept change is in the written file, and each trial is listed in its header
+    for key, value in result.run_file_changes.items():
+        section, name = key.split(".")
+        assert getattr(getattr(fixed, section), name) == value
+    assert "batched parse" in [t.name for t in result.trials]
+    assert out.read_text().startswith("# written by `tfperf doctor --fix`")
+    # the same examples in one (evaluation-order) pass, whatever was kept
+    fixed.source = cfg.source
+    a = make_input_dataset(cfg, training=False)
+    b = make_input_dataset(fixed, training=False)
+    assert same_examples(a, b)
+    assert sum(example_multiset(b).values()) == 512
+
+
+def test_fix_trials_never_keep_a_change_that_alters_examples(tmp_path):
+    x = np.arange(64, dtype="float32").reshape(64, 1).repeat(sp.DIM, axis=1)
+    ds = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).map(lambda a, b: (a, b)).batch(8)
+    g = lint.read_graph(ds)
+    moved = batch_before_map(g, ds)[0]
+    assert same_examples(ds, moved)
