@@ -1,0 +1,117 @@
+"""tf.distribute for real, on 127.0.0.1: mirrored on 2 logical CPUs reaches the same loss
+as one device with the same global batch; 2 multi_worker processes agree on the loss;
+parameter_server trains through a ClusterCoordinator with `tfperf cluster-server` ps and
+worker processes. Plus the cluster file's checks and `auto`'s choice."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import trainkit
+import yaml
+
+from tfperf.train.strategy import ClusterError, resolve_kind, validate_cluster
+
+DETERMINISTIC = ["--set", "pipeline.shuffle_buffer=0", "--set", "pipeline.shuffle_files=false",
+                 "--set", "pipeline.deterministic=true"]  # fmt: skip
+
+
+def _run(tmp_path, **train):
+    data = trainkit.write_data(tmp_path / "data", n=64, shards=2)
+    return trainkit.write_runfile(tmp_path, data, steps_per_loop=4, **train)
+
+
+def _popen(args, env=None):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "tfperf.cli.main", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _json(proc, timeout=240):
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.slow  # two training processes
+def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
+    rf = _run(tmp_path / "a", max_steps=8)
+    one = _popen(["train", str(rf), "--json", *DETERMINISTIC, "--set", "pipeline.batch_size=16",
+                  "--set", "train.strategy=one_device"])  # fmt: skip
+    rf2 = _run(tmp_path / "b", max_steps=8)
+    two = _popen(["train", str(rf2), "--json", *DETERMINISTIC, "--set", "pipeline.batch_size=8",
+                  "--set", "train.strategy=mirrored", "--set", "train.devices=2"])  # fmt: skip
+    a, b = _json(one), _json(two)
+    assert b["strategy"] == "mirrored" and b["global_batch"] == 16 == a["global_batch"]
+    assert b["final_loss"] == pytest.approx(a["final_loss"], rel=1e-4)
+    assert (tmp_path / "b" / "run" / "checkpoints" / "ckpt-8.index").exists()
+
+
+@pytest.mark.slow  # two worker processes
+def test_multi_worker_processes_reach_the_same_loss(tmp_path):
+    rf = _run(tmp_path, max_steps=8)
+    ports = [trainkit.free_port(), trainkit.free_port()]
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for i in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+        procs.append(_popen(["train", str(rf), "--json", "--set", "train.strategy=auto"],
+                            env={"TF_CONFIG": tf_config}))  # fmt: skip
+    results = [_json(p) for p in procs]
+    assert [r["strategy"] for r in results] == ["multi_worker", "multi_worker"]
+    assert results[0]["global_batch"] == 16  # 8 per replica x 2 workers
+    assert results[0]["final_loss"] == results[1]["final_loss"]
+    ckpt = tmp_path / "run" / "checkpoints"
+    assert (ckpt / "ckpt-8.index").exists() and json.loads((ckpt / "FINAL").read_text())[
+        "step"
+    ] == 8
+    assert not (tmp_path / "run" / "worker_scratch").exists()  # non-chief scratch cleaned
+
+
+@pytest.mark.slow  # ps, worker and coordinator processes
+def test_parameter_server_with_cluster_servers(tmp_path):
+    rf = _run(tmp_path, max_steps=12)
+    cluster = {job: [f"127.0.0.1:{trainkit.free_port()}"] for job in ("chief", "worker", "ps")}
+    cfile = tmp_path / "cluster.yaml"
+    cfile.write_text(yaml.safe_dump(cluster))
+    servers = [_popen(["cluster-server", "--job", job, "--index", "0", "--cluster", str(cfile)])
+               for job in ("ps", "worker")]  # fmt: skip
+    try:
+        coord = _popen(["train", str(rf), "--json", "--set", "train.strategy=parameter_server",
+                        "--set", f"train.cluster={cfile}"])  # fmt: skip
+        out = _json(coord)
+    finally:
+        for s in servers:
+            s.kill()
+            s.communicate()
+    assert out["strategy"] == "parameter_server" and out["steps"] == 12
+    assert math.isfinite(out["final_loss"]) and out["final_loss"] < 1.0
+    assert (tmp_path / "run" / "checkpoints" / "ckpt-12.index").exists()
+
+
+def test_cluster_file_errors_name_the_job(tmp_path):
+    with pytest.raises(ClusterError, match="job 'boss'"):
+        validate_cluster({"boss": ["h:1"]}, "c.yaml")
+    with pytest.raises(ClusterError, match="job 'ps': expected a list of host:port"):
+        validate_cluster({"ps": ["nohostport"]}, "c.yaml")
+    assert validate_cluster({"worker": "h:1"}, "c.yaml") == {"worker": ["h:1"]}
+    cfile = tmp_path / "cluster.yaml"
+    cfile.write_text(yaml.safe_dump({"ps": ["127.0.0.1:1"]}))
+    proc = trainkit.tfperf("cluster-server", "--job", "ps", "--index", "3", "--cluster",
+                           str(cfile), check=False)  # fmt: skip
+    assert proc.returncode == 2 and "lists 1 'ps' task(s)" in " ".join(proc.stderr.split())
+
+
+def test_auto_reads_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert resolve_kind("auto") == "one_device"
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}}))
+    assert resolve_kind("auto") == "multi_worker"
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"], "ps": ["c:3"]}}))
+    assert resolve_kind("auto") == "parameter_server"
+    assert resolve_kind("mirrored") == "mirrored"
