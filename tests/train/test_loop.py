@@ -165,3 +165,16 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
     proc = trainkit.tfperf("train", str(rf), "--print-tensors", "nolayer", check=False)
     assert proc.returncode == 2 and "no layer 'nolayer'" in proc.stderr
+
+
+@pytest.mark.slow  # a trainer and its evaluator process
+def test_cli_evaluator_child_evaluates_the_final_checkpoint(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=8, checkpoint={"every_steps": 4})
+    proc = trainkit.tfperf("train", str(rf), "--evaluator", "--json",
+                           "--set", "data.eval_split=train")  # fmt: skip
+    assert json.loads(proc.stdout)["steps"] == 8
+    assert (tmp_path / "run" / "checkpoints" / "FINAL").exists()
+    # The evaluator ran in its own process and wrote eval summaries for the last checkpoint.
+    assert list((tmp_path / "run" / "logs" / "eval").glob("events.out.tfevents.*"))
+    assert "evaluated" in (tmp_path / "run" / "logs" / "evaluator.log").read_text()

@@ -67,14 +67,14 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
             "model.loss: expected a Keras loss name (e.g. mse, binary_crossentropy), "
             "found nothing set and the model is not compiled"
         )
-    loss = resolve_loss(loss_spec, where)
+    loss = _rank_safe(resolve_loss(loss_spec, where))
     if cfg.model.metrics is not None:
         names, where = list(cfg.model.metrics), "model.metrics"
     elif wl is not None and wl.metrics:
         names, where = list(wl.metrics), f"workload {wl.name}'s metrics"
     else:
         names, where = list(compiled.get("metrics") or []), "the compiled model's metrics"
-    metrics = {metric_name(m): resolve_metric(m, where) for m in names}
+    metrics = {metric_name(m): _rank_safe(resolve_metric(m, where)) for m in names}
     return model, loss, metrics
 
 
@@ -465,6 +465,15 @@ def _to_float32(t: Any) -> Any:
     import tensorflow as tf
 
     return tf.cast(t, tf.float32) if t.dtype.is_floating else t
+
+
+def _rank_safe(fn: Callable) -> Callable:
+    """fn(y_true, y_pred) that accepts [B] labels for [B, 1] predictions (as compile does)."""
+
+    def call(y_true: Any, y_pred: Any) -> Any:
+        return fn(_match_rank(y_true, y_pred), y_pred)
+
+    return call
 
 
 def _match_rank(labels: Any, preds: Any) -> Any:
