@@ -1,0 +1,93 @@
+"""`tfperf profile`: a real training run with the TF profiler on for chosen steps, then
+timeline.json (Chrome trace events) beside the .xplane.pb that TensorBoard reads. This
+module parses options and prints; observe/trace.py profiles and converts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tfperf.cli.common import (
+    JsonOpt,
+    RunFileArg,
+    SetOpt,
+    console,
+    load_run,
+    print_json,
+    user_errors,
+)
+
+HELP = """Profile steps START..STOP (global steps, both included) of a real training run of
+the run file, one step per compiled call so that each step is its own trace span.
+
+\b
+Writes, under --out (default {train.out_dir}/profile; checkpoints and logs go there too):
+  logs/plugins/profile/<run>/<host>.xplane.pb  for TensorBoard's profile plugin
+                                               (tensorboard --logdir OUT/logs)
+  timeline.json  Chrome trace-event JSON (open in https://ui.perfetto.dev or
+                 chrome://tracing): per-op time on each device thread, the steps as
+                 'train N' spans. Converted with xprof when the `profile` extra is
+                 installed (pip install 'tfperf[profile]'), else read straight from the
+                 XSpace proto (coarser, same events).
+and prints each device's peak memory where TensorFlow tracks it (not on CPU).
+
+\b
+--json prints: xplane, timeline, converter (xprof | xplane_pb2), events, peak_memory,
+steps [START, STOP], out_dir, note.
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("profile", help=HELP, short_help="Profile real training steps into "
+                 "timeline.json and TensorBoard's profile.")  # fmt: skip
+    @user_errors
+    def profile(
+        runfile: RunFileArg = None,
+        set_: SetOpt = None,
+        json_out: JsonOpt = False,
+        steps: Annotated[
+            str,
+            typer.Option(
+                "--steps",
+                help="Global steps to profile, START:STOP (both "
+                "included, 1-based); training stops after STOP.",
+            ),
+        ] = "20:25",  # fmt: skip
+        out: Annotated[
+            str | None,
+            typer.Option(
+                "--out",
+                help="Output folder (default: {train.out_dir}/profile). "
+                "Use a fresh one: a run resumed past START has nothing to profile.",
+            ),
+        ] = None,  # fmt: skip
+    ) -> None:
+        from tfperf.observe.trace import ProfileHook, parse_steps, write_timeline
+
+        start, stop = parse_steps(steps)
+        cfg = load_run(runfile, set_)
+        out_dir = Path(out) if out else Path(cfg.resolve(cfg.train.out_dir) or ".") / "profile"
+        cfg.train.out_dir = str(out_dir)
+        # One step per call: the profiled window and the step spans are exact.
+        cfg.train.steps_per_loop = 1
+        from tfperf.train.loop import train
+
+        hook = ProfileHook(start, stop)
+        result = train(cfg, hooks=[hook], max_steps=stop, progress=not json_out)
+        prof = write_timeline(result.log_dir, out_dir / "timeline.json")
+        data = {**prof.to_dict(), "steps": [start, stop], "out_dir": str(out_dir)}
+        if json_out:
+            print_json(data)
+            return
+        console.print(f"profiled steps {start}-{stop} of {cfg.source or 'the run'}")
+        console.print(f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir "
+                      f"{result.log_dir})")  # fmt: skip
+        console.print(f"  timeline.json:       {prof.timeline}  ({prof.events} events, "
+                      f"{prof.converter}; open in https://ui.perfetto.dev)")  # fmt: skip
+        for dev, peak in prof.peak_memory.items():
+            shown = f"{peak / 2**20:,.1f} MiB" if isinstance(peak, int) else peak
+            console.print(f"  peak memory {dev}: {shown}")
+        if prof.note:
+            console.print(f"[yellow]note:[/] {prof.note}")
