@@ -3,6 +3,7 @@ and sane values, the table, --compare original, and clear errors."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -168,3 +169,20 @@ def test_stage_prefixes(pipeline, workload, expected):
     cfg = config_from_dict({"pipeline": pipeline, "workload": workload})
     per_example = cfg.pipeline.parse == "per_example"
     assert stage_prefixes(cfg, per_example) == expected
+
+
+def test_run_all_replaces_only_its_own_section():
+    spec = importlib.util.spec_from_file_location(
+        "run_all", Path(__file__).resolve().parents[1] / "benchmarks" / "run_all.py"
+    )
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    text = ("# Benchmarks\nintro\n\n<!-- begin bench_a -->\nold a\n<!-- end bench_a -->\n"
+            "notes on a, kept\n<!-- begin bench_b -->\nold b\n<!-- end bench_b -->\n")  # fmt: skip
+    new = run_all.replace_section(text, "bench_a", "## A\nnew a\n")
+    assert "old a" not in new and "## A\nnew a\n<!-- end bench_a -->" in new
+    assert "notes on a, kept" in new and "old b" in new and new.startswith("# Benchmarks\nintro")
+    # A body with regex escapes stays literal; a new script's section is appended.
+    added = run_all.replace_section(new, "bench_c", r"path \1 C:\new")
+    assert added.endswith("<!-- begin bench_c -->\npath \\1 C:\\new\n<!-- end bench_c -->\n")
+    assert run_all.replace_section(added, "bench_c", "again").count("bench_c -->") == 2
