@@ -31,7 +31,6 @@ class ShardInfo(BaseModel):
 
 
 class SplitInfo(BaseModel):
-
     shards: list[ShardInfo] = []
     records: int = 0
     rejected: int = 0  # rows sent to the rejects file with --on-bad-row skip

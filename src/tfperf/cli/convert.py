@@ -1,0 +1,243 @@
+"""`tfperf convert`: raw data (npz/npy/csv/parquet/image folder) or a built-in workload's
+generated data -> sharded TFRecord + manifest.json. Option parsing only; the work is
+tfperf.data.writer.convert and tfperf.data.workload_data.write_workload_data.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tfperf.cli.common import JsonOpt, console, print_json, user_errors
+from tfperf.errors import UserError
+
+
+def load_schema_file(path: str) -> Any:
+    """A schema from JSON/YAML: {"features": [...]}, a list of features, or a manifest."""
+    import json
+
+    import yaml
+    from pydantic import ValidationError
+
+    from tfperf.data.schema import schema_from_dict
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"--schema {p}: no such file")
+    try:
+        text = p.read_text()
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise UserError(f"--schema {p}: not valid JSON/YAML: {exc}") from None
+    if isinstance(data, dict) and "schema" in data and "features" not in data:
+        data = data["schema"]  # a manifest.json: reuse its schema
+    if not isinstance(data, (dict, list)):
+        raise UserError(f"--schema {p}: expected {{features: [...]}} or a list of features, "
+                        f"found {type(data).__name__}")  # fmt: skip
+    try:
+        return schema_from_dict(data)
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors():
+            loc = ".".join(str(x) for x in e["loc"])
+            lines.append(f"--schema {p}: {loc or '(top level)'}: {e['msg']}; "
+                         f"found {e.get('input')!r}")  # fmt: skip
+        raise UserError("\n".join(lines)) from None
+
+
+def _image_size(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*[xX,]\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise UserError(f"--image-size: expected HxW such as 64x64, found {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def summary(manifest: Any, out: str, split: str) -> dict[str, Any]:
+    """What `--json` prints: the converted split and the splits beside it."""
+    info = manifest.splits[split]
+    return {
+        "out": out,
+        "name": manifest.name,
+        "split": split,
+        "records": info.records,
+        "shards": len(info.shards),
+        "bytes": sum(s.bytes for s in info.shards),
+        "rejected": info.rejected,
+        "rejects_file": info.rejects_file,
+        "compression": manifest.compression or "none",
+        "schema": manifest.split_schema(split).model_dump(mode="json")["features"],
+        "splits": {k: v.records for k, v in manifest.splits.items()},
+        "manifest": str(Path(out) / "manifest.json"),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("convert")
+    @user_errors
+    def convert_cmd(
+        source: Annotated[
+            str | None,
+            typer.Argument(
+                help="Raw data: .npz (arrays = features), .npy (one feature), .csv (header = "
+                "names), .parquet, or a folder of images with one subfolder per label. "
+                "Omit with --workload.",
+                show_default=False,
+            ),
+        ] = None,
+        out: Annotated[
+            str | None,
+            typer.Option(
+                "--out",
+                "-o",
+                help="Output directory (manifest.json + shards). Default with "
+                "--workload: runs/<workload>/data.",
+                show_default=False,
+            ),
+        ] = None,
+        workload: Annotated[
+            str | None,
+            typer.Option(
+                help="Generate and convert a built-in workload's data instead of SOURCE "
+                "(splits train and eval, plus *_raw when its original pipeline needs raw "
+                "data).",
+                show_default=False,
+            ),
+        ] = None,
+        examples: Annotated[
+            int, typer.Option(help="With --workload: rows in split train.")
+        ] = 100_000,
+        eval_examples: Annotated[
+            int, typer.Option(help="With --workload: rows in split eval.")
+        ] = 10_000,
+        seed: Annotated[int, typer.Option(help="With --workload: generator seed.")] = 0,
+        schema: Annotated[
+            str | None,
+            typer.Option(
+                help="Schema of the written records: JSON/YAML file with {features: [...]} "
+                "(or a manifest.json to copy). Default: inferred from the source, or from "
+                "the first preprocessed row.",
+                show_default=False,
+            ),
+        ] = None,
+        name: Annotated[
+            str | None,
+            typer.Option(
+                help="Dataset name in shard file names. Default: the source's file stem.",
+                show_default=False,
+            ),
+        ] = None,
+        split: Annotated[
+            str,
+            typer.Option(help="Split to write; another split into the same --out is added beside."),
+        ] = "train",
+        preprocess: Annotated[
+            str | None,
+            typer.Option(
+                help="'module:function' applied to every row while converting (heavy work "
+                "done once); it takes and returns a dict of features.",
+                show_default=False,
+            ),
+        ] = None,
+        shard_size: Annotated[
+            str,
+            typer.Option(
+                help="Target shard size before compression (e.g. 128MiB, 64MB, 4096); "
+                "records per shard are estimated from the first rows."
+            ),
+        ] = "128MiB",
+        workers: Annotated[
+            int | None,
+            typer.Option(help="Writer processes. Default: min(4, CPU count).", show_default=False),
+        ] = None,
+        compression: Annotated[str, typer.Option(help="Shard compression: none or gzip.")] = "none",
+        resume: Annotated[
+            bool,
+            typer.Option(
+                "--resume",
+                help="Continue an interrupted run: keep finished shards whose "
+                "sha256 checks out and write the rest (same result as one run).",
+            ),
+        ] = False,
+        on_bad_row: Annotated[
+            str,
+            typer.Option(
+                help="error: stop at the first bad row (exit 2; finished shards stay). "
+                "skip: write bad rows to NAME-SPLIT.rejects.jsonl and count them in the "
+                "manifest."
+            ),
+        ] = "error",
+        image_size: Annotated[
+            str | None,
+            typer.Option(
+                help="Image folders: HxW every image is resized to (e.g. 64x64).",
+                show_default=False,
+            ),
+        ] = None,
+        channels: Annotated[
+            int, typer.Option(help="Image folders: 1 (gray), 3 (RGB) or 4 (RGBA).")
+        ] = 3,
+        max_examples: Annotated[
+            int | None,
+            typer.Option(help="Debug limit: convert only the first N rows.", show_default=False),
+        ] = None,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Convert raw data to sharded TFRecord files plus manifest.json (heavy
+        preprocessing done once, offline). Shards are written in parallel, each under a
+        temporary name until complete, so an interrupted run can --resume."""
+        from tfperf.data.shards import parse_size
+        from tfperf.data.writer import convert
+
+        try:
+            shard_bytes = parse_size(shard_size)
+        except ValueError as exc:
+            raise UserError(f"--shard-size: {exc}") from None
+        if workers is not None and workers < 1:
+            raise UserError(f"--workers: expected a number >= 1, found {workers}")
+        loaded = load_schema_file(schema) if schema else None
+        if workload is not None:
+            if source is not None:
+                raise UserError("give either SOURCE or --workload, not both")
+            from tfperf.data.workload_data import write_workload_data
+            from tfperf.workloads import WORKLOAD_NAMES, get_workload
+
+            if workload not in WORKLOAD_NAMES:
+                raise UserError(f"--workload: expected one of {sorted(WORKLOAD_NAMES)}, "
+                                f"found {workload!r}")  # fmt: skip
+            if examples < 1 or eval_examples < 0:
+                raise UserError("--examples must be >= 1 and --eval-examples >= 0")
+            if max_examples is not None:
+                examples = min(examples, max_examples)
+                eval_examples = min(eval_examples, max_examples)
+            out = out or str(Path("runs") / workload / "data")
+            manifest = write_workload_data(
+                get_workload(workload), out, examples=examples, eval_examples=eval_examples,
+                seed=seed, progress=not quiet, workers=workers, shard_bytes=shard_bytes,
+                compression=compression,
+            )  # fmt: skip
+            split = "train"
+        else:
+            if source is None:
+                raise UserError("missing SOURCE (a file or folder) or --workload NAME")
+            if out is None:
+                raise UserError("--out: expected an output directory, found nothing")
+            manifest = convert(
+                source, out, schema=loaded, name=name, split=split, preprocess=preprocess,
+                shard_bytes=shard_bytes, workers=workers, compression=compression,
+                resume=resume, on_bad_row=on_bad_row, max_examples=max_examples,
+                progress=not quiet, image_size=_image_size(image_size), channels=channels,
+            )  # fmt: skip
+        result = summary(manifest, out, split)
+        if json_out:
+            print_json(result)
+            return
+        for sp, info in manifest.splits.items():
+            rej = f", {info.rejected} rejected -> {info.rejects_file}" if info.rejected else ""
+            console.print(f"{out}: split [bold]{sp}[/]: {info.records:,} records in "
+                          f"{len(info.shards)} shards{rej}")  # fmt: skip

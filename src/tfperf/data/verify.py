@@ -1,0 +1,197 @@
+"""The TFRecord framing, read and checked in Python: each record is an 8-byte length, the
+masked crc32c of the length, the data and the masked crc32c of the data. `verify_dir`
+checks every shard of a manifest (framing CRCs, record counts, bytes, sha256) and names
+the byte offset of the first bad record. GZIP shards are checked after decompression:
+their offsets count bytes of the decompressed stream.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import google_crc32c
+
+from tfperf.data.manifest import Manifest, load_manifest
+
+_MASK_DELTA = 0xA282EAD8
+HEADER_BYTES = 12  # length (8) + its masked crc (4)
+FOOTER_BYTES = 4  # masked crc of the data
+
+
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked crc32c (rotate right by 15, add a constant)."""
+    crc = google_crc32c.value(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame(data: bytes) -> bytes:
+    """One record as TFRecord writes it."""
+    length = struct.pack("<Q", len(data))
+    return b"".join(
+        (length, struct.pack("<I", masked_crc(length)), data, struct.pack("<I", masked_crc(data)))
+    )
+
+
+class RecordError(Exception):
+    """A damaged record: `offset` is where the bad record starts."""
+
+    def __init__(self, offset: int, reason: str):
+        self.offset, self.reason = offset, reason
+        super().__init__(f"bad record at byte {offset}: {reason}")
+
+
+def open_stream(path: str | Path, compression: str = "") -> BinaryIO:
+    f = open(path, "rb")
+    if compression.upper() == "GZIP":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def _read(stream: BinaryIO, n: int) -> bytes:
+    """Up to n bytes; a damaged gzip stream counts as the end of the data (reported)."""
+    try:
+        return stream.read(n)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise _StreamError(str(exc)) from None
+
+
+class _StreamError(Exception):
+    pass
+
+
+def read_records(path: str | Path, compression: str = "") -> Iterator[tuple[int, bytes]]:
+    """(offset, data) for each record; raises RecordError at the first damaged one."""
+    with open_stream(path, compression) as stream:
+        offset = 0
+        while True:
+            try:
+                head = _read(stream, HEADER_BYTES)
+                if not head:
+                    return
+                if len(head) < HEADER_BYTES:
+                    raise RecordError(offset, f"truncated header ({len(head)} of 12 bytes)")
+                (length,) = struct.unpack("<Q", head[:8])
+                (length_crc,) = struct.unpack("<I", head[8:])
+                if masked_crc(head[:8]) != length_crc:
+                    raise RecordError(offset, "length crc mismatch")
+                body = _read(stream, length + FOOTER_BYTES)
+            except _StreamError as exc:
+                raise RecordError(offset, f"compressed stream damaged: {exc}") from None
+            if len(body) < length + FOOTER_BYTES:
+                raise RecordError(
+                    offset, f"truncated record ({len(body)} of {length + 4} bytes after header)"
+                )
+            data = body[:length]
+            if masked_crc(data) != struct.unpack("<I", body[length:])[0]:
+                raise RecordError(offset, "data crc mismatch")
+            yield offset, data
+            offset += HEADER_BYTES + length + FOOTER_BYTES
+
+
+def first_record(path: str | Path, compression: str = "") -> bytes | None:
+    for _, data in read_records(path, compression):
+        return data
+    return None
+
+
+def file_sha256(path: str | Path) -> tuple[str, int]:
+    """(hex sha256, size) of a file, read in 1 MiB blocks."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+@dataclass
+class ShardReport:
+    file: str
+    split: str
+    ok: bool = True
+    records: int = 0
+    bad_offset: int | None = None  # first bad record (decompressed stream for GZIP)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class VerifyReport:
+    root: str
+    compression: str
+    shards: list[ShardReport]
+    stray_files: list[str]  # temporary files left by an interrupted convert
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.shards)
+
+    @property
+    def damaged(self) -> list[ShardReport]:
+        return [s for s in self.shards if not s.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"root": self.root, "ok": self.ok, "compression": self.compression,
+                "offsets": "decompressed stream" if self.compression else "file",
+                "shards": [asdict(s) for s in self.shards],
+                "stray_files": self.stray_files}  # fmt: skip
+
+
+def verify_shard(root: Path, split: str, info: Any, compression: str) -> ShardReport:
+    """Checks one shard against its manifest entry (framing, count, bytes, sha256)."""
+    path = root / info.file
+    rep = ShardReport(file=info.file, split=split)
+    if not path.exists():
+        rep.ok = False
+        rep.problems.append("missing file")
+        return rep
+    try:
+        for _ in read_records(path, compression):
+            rep.records += 1
+    except RecordError as exc:
+        rep.ok = False
+        rep.bad_offset = exc.offset
+        where = " of the decompressed stream" if compression else ""
+        rep.problems.append(f"record {rep.records} at byte {exc.offset}{where}: {exc.reason}")
+    if rep.ok and rep.records != info.records:
+        rep.ok = False
+        rep.problems.append(f"expected {info.records} records, found {rep.records}")
+    sha, size = file_sha256(path)
+    if size != info.bytes:
+        rep.ok = False
+        rep.problems.append(f"expected {info.bytes} bytes, found {size}")
+    if sha != info.sha256:
+        rep.ok = False
+        rep.problems.append(f"sha256 differs from the manifest ({sha[:12]}... != "
+                            f"{info.sha256[:12]}...)")  # fmt: skip
+    return rep
+
+
+def verify_dir(root: str | Path, manifest: Manifest | None = None) -> VerifyReport:
+    """Re-reads every shard in DIR/manifest.json; never raises for damaged shards."""
+    root = Path(root)
+    manifest = manifest or load_manifest(root)
+    reports = [
+        verify_shard(root, split, info, manifest.compression)
+        for split, s in manifest.splits.items()
+        for info in s.shards
+    ]
+    stray = sorted(p.name for p in root.iterdir() if ".tmp-" in p.name or p.name.endswith(".tmp"))
+    return VerifyReport(str(root), manifest.compression, reports, stray)
+
+
+def scan_file(path: str | Path, compression: str = "") -> tuple[int, RecordError | None]:
+    """(good records, first error) for any TFRecord file, with or without a manifest."""
+    n = 0
+    try:
+        for _ in read_records(path, compression):
+            n += 1
+    except RecordError as exc:
+        return n, exc
+    return n, None

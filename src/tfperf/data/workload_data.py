@@ -1,0 +1,67 @@
+"""A built-in workload's data on disk: its generator's rows converted to shards, split
+`train` and `eval` with the workload's offline preprocessing (seed A: heavy work once),
+plus `train_raw`/`eval_raw` untouched when the workload's original pipeline reads raw
+data. Generation is the workload's; writing is data/writer.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tfperf.data.manifest import Manifest
+from tfperf.data.sources import IterableSource
+from tfperf.data.writer import convert
+from tfperf.workloads.base import Workload
+
+# Eval rows come from another seed so that they never repeat training rows.
+EVAL_SEED_OFFSET = 1_000_003
+
+
+def write_workload_data(
+    workload: Workload,
+    out_dir: str | Path,
+    *,
+    examples: int,
+    eval_examples: int,
+    seed: int = 0,
+    progress: bool = True,
+    workers: int | None = None,
+    shard_bytes: int | None = None,
+    compression: str = "",
+) -> Manifest:
+    """Writes splits train/eval (and train_raw/eval_raw when the original needs raw rows)
+    into out_dir and returns the manifest that lists them all."""
+    manifest: Manifest | None = None
+    pre = workload.offline_preprocess()
+    plan: list[tuple[str, int, int, bool]] = [
+        ("train", examples, seed, True),
+        ("eval", eval_examples, seed + EVAL_SEED_OFFSET, True),
+    ]
+    if workload.original_needs_raw:
+        plan += [
+            (workload.raw_split("train"), examples, seed, False),
+            (workload.raw_split("eval"), eval_examples, seed + EVAL_SEED_OFFSET, False),
+        ]
+    extra: dict[str, Any] = {} if shard_bytes is None else {"shard_bytes": shard_bytes}
+    for split, n, split_seed, tuned in plan:
+        if n <= 0:
+            continue
+        rows = IterableSource(workload.generate(n, split_seed), length=n,
+                              label=f"workload {workload.name} ({split})")  # fmt: skip
+        manifest = convert(
+            rows,
+            out_dir,
+            schema=workload.schema() if tuned else workload.raw_schema(),
+            name=workload.name,
+            split=split,
+            preprocess=pre if tuned else None,
+            workers=workers,
+            progress=progress,
+            compression=compression,
+            workload=workload.name,
+            **extra,
+        )
+    if manifest is None:
+        raise ValueError("write_workload_data: examples and eval_examples are both 0")
+    return manifest
