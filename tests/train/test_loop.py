@@ -178,3 +178,11 @@ def test_cli_evaluator_child_evaluates_the_final_checkpoint(tmp_path):
     # The evaluator ran in its own process and wrote eval summaries for the last checkpoint.
     assert list((tmp_path / "run" / "logs" / "eval").glob("events.out.tfevents.*"))
     assert "evaluated" in (tmp_path / "run" / "logs" / "evaluator.log").read_text()
+
+
+def test_max_time_stops_training(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, max_time=1.0, steps_per_loop=2)
+    result = train(load_config(rf), progress=False)
+    assert result.stopped_because == "max_time" and result.steps > 0
+    assert json.loads((result.checkpoint_dir / "FINAL").read_text())["step"] == result.steps
