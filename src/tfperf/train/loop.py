@@ -556,3 +556,34 @@ def print_summary(result: TrainResult, console: Any = None) -> None:
             s.add_row(st.name, f"{st.us_per_element:.1f}", str(st.elements), par,
                       str(st.buffered))  # fmt: skip
         console.print(s)
+
+
+def measure_compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | None = None,
+                          steps_per_loop: int = 50) -> float:  # fmt: skip
+    """The compute limit in examples/s: the run file's model and train function fed one
+    batch cached in memory (input costs ~nothing), one device, after a warm-up call.
+
+    A run is "near the limit" when its end-to-end examples/s is close to this number.
+    """
+    import keras
+    import tensorflow as tf
+
+    previous = keras.config.dtype_policy()
+    try:
+        info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
+        policy = precision or (cfg.train.precision if cfg.train.precision != "auto" else None)
+        spec = _element_spec(cfg)
+        if policy is None:
+            policy = _choose_precision(cfg, info, spec, cfg.pipeline.batch_size, None).policy
+        parts = _build(cfg, info, policy, spec, None, cfg.pipeline.batch_size)
+        batch = next(iter(_dataset_fn(cfg)(tf.distribute.InputContext())))
+        it = iter(tf.data.Dataset.from_tensors(batch).repeat())
+        _run_call(info, parts.train_step, it, steps_per_loop)  # trace and warm up
+        done, t0 = 0, time.perf_counter()
+        while done < steps:
+            n = min(steps_per_loop, steps - done)
+            _run_call(info, parts.train_step, it, n)
+            done += n
+        return steps * cfg.pipeline.batch_size / (time.perf_counter() - t0)
+    finally:
+        keras.config.set_dtype_policy(previous)
