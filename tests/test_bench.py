@@ -186,3 +186,15 @@ def test_run_all_replaces_only_its_own_section():
     added = run_all.replace_section(new, "bench_c", r"path \1 C:\new")
     assert added.endswith("<!-- begin bench_c -->\npath \\1 C:\\new\n<!-- end bench_c -->\n")
     assert run_all.replace_section(added, "bench_c", "again").count("bench_c -->") == 2
+
+
+def test_bench_generates_missing_workload_data_with_a_message(tmp_path):
+    run = tmp_path / "gen.yaml"
+    run.write_text("workload: chess\ndata:\n  dir: gen\n  examples: 700\n  eval_examples: 64\n"
+                   f"pipeline:\n  batch_size: {BATCH}\n")  # fmt: skip
+    out = tfperf("bench", str(run), "--json", "--no-stages", "--batches", "2", "--warmup", "0",
+                 "--repeats", "1")  # fmt: skip
+    assert "generating 700 chess examples first" in " ".join(out.stderr.split())
+    assert (tmp_path / "gen" / "manifest.json").exists()
+    rep = json.loads(out.stdout)
+    check_measurement(rep["tuned"], batches=2, repeats=1)
