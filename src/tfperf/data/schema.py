@@ -179,7 +179,8 @@ class Schema(BaseModel):
                     float_list=feature_pb2.FloatList(value=v.reshape(-1).tolist())
                 )
         ex = example_pb2.Example(features=feature_pb2.Features(feature=feats))
-        return ex.SerializeToString()
+        # Sorted map keys: the same row gives the same bytes in every process (exact resume).
+        return ex.SerializeToString(deterministic=True)
 
     # ---- parsing ---------------------------------------------------------------------
     def parse_spec(self) -> dict[str, Any]:
