@@ -582,7 +582,9 @@ def measure_compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | 
         if policy is None:
             policy = _choose_precision(cfg, info, spec, cfg.pipeline.batch_size, None).policy
         parts = _build(cfg, info, policy, spec, None, cfg.pipeline.batch_size)
-        batch = next(iter(_dataset_fn(cfg)(tf.distribute.InputContext())))
+        source = iter(_dataset_fn(cfg)(tf.distribute.InputContext()))
+        batch = next(source)
+        del source  # stop its background threads: the limit must not share the CPU with them
         it = iter(tf.data.Dataset.from_tensors(batch).repeat())
         _run_call(info, parts.train_step, it, steps_per_loop)  # trace and warm up
         done, t0 = 0, time.perf_counter()
