@@ -7,8 +7,8 @@ their offsets count bytes of the decompressed stream.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+import io
 import struct
 import zlib
 from collections.abc import Iterator
@@ -47,47 +47,86 @@ class RecordError(Exception):
         super().__init__(f"bad record at byte {offset}: {reason}")
 
 
-def open_stream(path: str | Path, compression: str = "") -> BinaryIO:
+class _GzipStream:
+    """Decompresses a GZIP file incrementally; a truncated or damaged stream yields every
+    byte that could be decompressed, then short reads (so offsets stay exact) and
+    `damage` says why."""
+
+    def __init__(self, f: BinaryIO, chunk: int = 2**16):
+        self.f, self.raw, self.chunk = f, f, chunk
+        self.z = zlib.decompressobj(wbits=31)
+        self.buf = bytearray()
+        self.damage: str | None = None
+        self.done = False
+
+    def _fill(self, n: int) -> None:
+        while len(self.buf) < n and not self.done:
+            data = self.z.unconsumed_tail or self.f.read(self.chunk)
+            if not data:
+                if not self.z.eof:
+                    self.damage = "the gzip stream ends early (truncated file)"
+                self.done = True
+                break
+            try:
+                self.buf += self.z.decompress(data, self.chunk * 4)
+            except zlib.error as exc:
+                self.damage = f"the gzip stream is damaged ({exc})"
+                self.done = True
+                break
+            if self.z.eof:
+                rest = self.z.unused_data + self.f.read()
+                if rest:  # concatenated gzip members
+                    self.z = zlib.decompressobj(wbits=31)
+                    self.f = io.BytesIO(rest)  # type: ignore[assignment]
+
+    def read(self, n: int) -> bytes:
+        self._fill(n)
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self) -> _GzipStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_stream(path: str | Path, compression: str = "") -> Any:
     f = open(path, "rb")
     if compression.upper() == "GZIP":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+        return _GzipStream(f)
     return f
 
 
-def _read(stream: BinaryIO, n: int) -> bytes:
-    """Up to n bytes; a damaged gzip stream counts as the end of the data (reported)."""
-    try:
-        return stream.read(n)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise _StreamError(str(exc)) from None
-
-
-class _StreamError(Exception):
-    pass
-
-
 def read_records(path: str | Path, compression: str = "") -> Iterator[tuple[int, bytes]]:
-    """(offset, data) for each record; raises RecordError at the first damaged one."""
+    """(offset, data) for each record; raises RecordError at the first damaged one.
+
+    For GZIP files the offsets count bytes of the decompressed stream.
+    """
     with open_stream(path, compression) as stream:
         offset = 0
         while True:
-            try:
-                head = _read(stream, HEADER_BYTES)
-                if not head:
-                    return
-                if len(head) < HEADER_BYTES:
-                    raise RecordError(offset, f"truncated header ({len(head)} of 12 bytes)")
-                (length,) = struct.unpack("<Q", head[:8])
-                (length_crc,) = struct.unpack("<I", head[8:])
-                if masked_crc(head[:8]) != length_crc:
-                    raise RecordError(offset, "length crc mismatch")
-                body = _read(stream, length + FOOTER_BYTES)
-            except _StreamError as exc:
-                raise RecordError(offset, f"compressed stream damaged: {exc}") from None
+            head = stream.read(HEADER_BYTES)
+            why = f"; {stream.damage}" if getattr(stream, "damage", None) else ""
+            if not head:
+                if why:
+                    raise RecordError(offset, why[2:])
+                return
+            if len(head) < HEADER_BYTES:
+                raise RecordError(offset, f"truncated header ({len(head)} of 12 bytes){why}")
+            (length,) = struct.unpack("<Q", head[:8])
+            (length_crc,) = struct.unpack("<I", head[8:])
+            if masked_crc(head[:8]) != length_crc:
+                raise RecordError(offset, "length crc mismatch")
+            body = stream.read(length + FOOTER_BYTES)
+            why = f"; {stream.damage}" if getattr(stream, "damage", None) else ""
             if len(body) < length + FOOTER_BYTES:
-                raise RecordError(
-                    offset, f"truncated record ({len(body)} of {length + 4} bytes after header)"
-                )
+                raise RecordError(offset, f"truncated record ({len(body)} of {length + 4} "
+                                          f"bytes after the header){why}")  # fmt: skip
             data = body[:length]
             if masked_crc(data) != struct.unpack("<I", body[length:])[0]:
                 raise RecordError(offset, "data crc mismatch")
