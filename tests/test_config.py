@@ -1,0 +1,126 @@
+"""config.py: run files load with typed defaults; a bad key or value is named by its path
+(e.g. pipeline.batch_size) with what was expected and found; `--set` overrides nested
+values typed as YAML."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfperf.config import (
+    ConfigError,
+    PipelineConfig,
+    RunConfig,
+    apply_overrides,
+    config_from_dict,
+    dump_config,
+    load_config,
+    parse_override,
+)
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "run.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_and_a_valid_file(tmp_path):
+    cfg = load_config(None)
+    assert cfg.pipeline.batch_size == 512 and cfg.pipeline.shuffle_buffer == 10_000
+    p = write(tmp_path, "data:\n  dir: shards\npipeline:\n  batch_size: 64\n  prefetch: 2\n")
+    cfg = load_config(p)
+    assert cfg.pipeline.batch_size == 64 and cfg.pipeline.prefetch == 2
+    assert cfg.source == str(p.resolve())
+    assert cfg.resolve(cfg.data.dir) == str((tmp_path / "shards").resolve())
+    assert load_config(write(tmp_path, dump_config(cfg))).pipeline == cfg.pipeline
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "found"),
+    [
+        ("pipeline:\n  batch_size: -3\n", "pipeline.batch_size", "-3"),
+        ("pipeline:\n  batch_size: many\n", "pipeline.batch_size", "'many'"),
+        ("pipeline:\n  prefetch: soon\n", "pipeline.prefetch", "'soon'"),
+        ("train:\n  precision: float8\n", "train.precision", "'float8'"),
+        ("train:\n  checkpoint:\n    keep: 0\n", "train.checkpoint.keep", "0"),
+        ("eval:\n  mode: sideways\n", "eval.mode", "'sideways'"),
+    ],
+)
+def test_bad_values_name_their_path(tmp_path, text, path, found):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: {path}: ") and f"found {found}" in msg
+    assert msg.count("\n") == 0  # one line per bad field, not one per union member
+
+
+def test_unknown_keys_are_named(tmp_path):
+    p = write(tmp_path, "pipeline:\n  batch_sise: 64\ntrian:\n  max_steps: 3\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert f"{p}: pipeline.batch_sise: unknown key" in msg
+    assert f"{p}: trian: unknown key" in msg
+
+
+def test_unknown_workload_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match=r"workload: .*expected one of .*found 'tennis'"):
+        load_config(write(tmp_path, "workload: tennis\n"))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path, "pipeline: [unclosed\n"))
+    with pytest.raises(ConfigError, match="expected a mapping of sections, found list"):
+        load_config(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(ConfigError, match="no such run file"):
+        load_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("item", "keys", "value"),
+    [
+        ("pipeline.batch_size=256", ["pipeline", "batch_size"], 256),
+        ("pipeline.cache_records=true", ["pipeline", "cache_records"], True),
+        ("model.learning_rate=0.003", ["model", "learning_rate"], 0.003),
+        ("model.metrics=[mae, mse]", ["model", "metrics"], ["mae", "mse"]),
+        ("train.max_steps=null", ["train", "max_steps"], None),
+        ("data.dir=some/path", ["data", "dir"], "some/path"),
+        ("train.out_dir=", ["train", "out_dir"], ""),
+    ],
+)
+def test_parse_override_types_values_as_yaml(item, keys, value):
+    assert parse_override(item) == (keys, value)
+
+
+def test_overrides_apply_nested_and_are_validated(tmp_path):
+    p = write(tmp_path, "pipeline:\n  batch_size: 64\n")
+    cfg = load_config(p, ["pipeline.batch_size=128", "train.checkpoint.every_steps=7",
+                          "pipeline.interleave_cycle=auto", "model.metrics=[mae]"])  # fmt: skip
+    assert cfg.pipeline.batch_size == 128
+    assert cfg.train.checkpoint.every_steps == 7
+    assert cfg.pipeline.interleave_cycle == "auto" and cfg.model.metrics == ["mae"]
+    # YAML 1.1 reads 3e-4 as text; the float field still gets the number
+    assert load_config(p, ["model.learning_rate=3e-4"]).model.learning_rate == 3e-4
+    with pytest.raises(ConfigError, match=r"pipeline\.batch_size: .*found 'big'"):
+        load_config(p, ["pipeline.batch_size=big"])
+    with pytest.raises(ConfigError, match=r"pipeline\.no_such: unknown key"):
+        load_config(p, ["pipeline.no_such=1"])
+    with pytest.raises(ConfigError, match="expected key.path=value"):
+        load_config(p, ["pipeline.batch_size"])
+    with pytest.raises(ConfigError, match="'batch_size' is a value, not a section"):
+        load_config(p, ["pipeline.batch_size.x=1"])
+
+
+def test_apply_overrides_does_not_touch_the_input():
+    data = {"pipeline": {"batch_size": 1}}
+    out = apply_overrides(data, ["pipeline.batch_size=2", "eval.steps=3"])
+    assert data == {"pipeline": {"batch_size": 1}}
+    assert out == {"pipeline": {"batch_size": 2}, "eval": {"steps": 3}}
+
+
+def test_sections_forbid_unknown_keys_on_assignment_too():
+    cfg = config_from_dict({})
+    assert isinstance(cfg, RunConfig)
+    with pytest.raises(ValueError):
+        cfg.pipeline.batch_size = 0
+    with pytest.raises(ValueError):
+        PipelineConfig(shuffle_ram_mb=-1)
