@@ -23,7 +23,7 @@ from tfperf.workloads import get_workload  # noqa: E402
 
 BATCH = 32
 MEASUREMENT_KEYS = {"name", "variant", "stage", "examples_per_s", "batches_per_s", "mb_per_s",
-                    "record_bytes", "runs"}  # fmt: skip
+                    "cpu_us_per_example", "record_bytes", "runs"}  # fmt: skip
 
 
 def write_data(root: Path, schema: Schema, rows, shards: int, workload: str | None) -> Path:
@@ -77,14 +77,14 @@ def tfperf(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def check_measurement(m: dict, *, batches: int, repeats: int) -> None:
     assert set(m) == MEASUREMENT_KEYS
-    for key in ("examples_per_s", "batches_per_s"):
+    for key in ("examples_per_s", "batches_per_s", "cpu_us_per_example"):
         s = m[key]
         assert 0 < s["min"] <= s["median"] <= s["max"]
     assert len(m["runs"]) == repeats
     for run in m["runs"]:
         assert run["batches"] == batches
         assert run["examples"] == batches * BATCH  # full batches: training drops remainders
-        assert run["seconds"] > 0
+        assert run["seconds"] > 0 and run["cpu_seconds"] > 0
     ex, bt = m["examples_per_s"]["median"], m["batches_per_s"]["median"]
     assert ex == pytest.approx(bt * BATCH)
     if m["mb_per_s"] is not None:
@@ -133,7 +133,7 @@ def test_bench_table_for_people(chess_run):
     text = out.stdout
     for label in ("read", "+shuffle", "+parse", "+preprocess", "+prefetch = tuned", "original"):
         assert label in text
-    assert "examples/s" in text and "MB/s" in text
+    assert "examples/s" in text and "MB/s" in text and "CPU us/ex" in text
     assert "batch 16" in text  # --set reached the pipeline
     assert "tuned / original = " in text and "of the read-only bound" in text
 

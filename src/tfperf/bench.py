@@ -20,9 +20,11 @@ The JSON of a report (`BenchReport.to_json()`), format "tfperf.bench/1":
 
 A *measurement*: ``name`` (``tuned``, ``original`` or a stage label), ``variant``
 (``tuned``/``original``), ``stage`` (the make_dataset stop_after, or null),
-``examples_per_s``, ``batches_per_s`` and ``mb_per_s`` each as {median, min, max} over the
-repeats (MB = 10^6 bytes of serialized records, from the manifest's bytes/records; null
-when unknown), ``record_bytes`` and ``runs`` (one {seconds, batches, examples} per repeat).
+``examples_per_s``, ``batches_per_s``, ``mb_per_s`` and ``cpu_us_per_example`` each as
+{median, min, max} over the repeats (MB = 10^6 bytes of serialized records, from the
+manifest's bytes/records, null when unknown; CPU time is the whole process's, all threads,
+steadier than wall time when other jobs share the machine), ``record_bytes`` and ``runs``
+(one {seconds, batches, examples, cpu_seconds} per repeat).
 Prefixes before ``batch`` yield single records: they are batched (a cheap batch of
 strings) for the measurement and count each record as one example.
 """
@@ -70,6 +72,9 @@ class Run:
     seconds: float
     batches: int
     examples: int
+    # CPU time of this whole process (all TensorFlow threads) while timing: steadier than
+    # wall time on a machine shared with other jobs.
+    cpu_seconds: float = 0.0
 
 
 @dataclass
@@ -94,6 +99,10 @@ class Measurement:
         return self._stat(lambda r: r.batches / r.seconds)
 
     @property
+    def cpu_us_per_example(self) -> Stat:
+        return self._stat(lambda r: r.cpu_seconds / max(1, r.examples) * 1e6)
+
+    @property
     def mb_per_s(self) -> Stat | None:
         if self.record_bytes is None:
             return None
@@ -109,6 +118,7 @@ class Measurement:
             "examples_per_s": self.examples_per_s.to_dict(),
             "batches_per_s": self.batches_per_s.to_dict(),
             "mb_per_s": mb.to_dict() if mb else None,
+            "cpu_us_per_example": self.cpu_us_per_example.to_dict(),
             "record_bytes": self.record_bytes,
             "runs": [vars(r) for r in self.runs],
         }
@@ -378,11 +388,12 @@ def _timed(plan: _Plan, batches: int, warmup: int, tick: Callable[[], None]) -> 
             next(it)
             tick()
         examples = 0
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(batches):
             examples += _leading_dim(next(it))
             tick()
         seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
     except StopIteration:
         raise UserError(
             f"bench: pipeline '{plan.measurement.name}' produced no batches; is the split "
@@ -390,4 +401,4 @@ def _timed(plan: _Plan, batches: int, warmup: int, tick: Callable[[], None]) -> 
         ) from None
     finally:
         del it  # stops its background threads before the next pipeline runs
-    return Run(seconds=seconds, batches=batches, examples=examples)
+    return Run(seconds=seconds, batches=batches, examples=examples, cpu_seconds=cpu)

@@ -42,9 +42,10 @@ generated first.
             pipeline over the original's and over the read-only bound (the "read"
             prefix: records read and batched, nothing parsed); null when not measured.
   A measurement: name, variant (tuned/original), stage (make_dataset stop_after or null),
-  examples_per_s, batches_per_s, mb_per_s (each {median, min, max}; MB = 10^6 bytes,
-  mb_per_s null when the record size is unknown), record_bytes, and runs (one
-  {seconds, batches, examples} per repeat).
+  examples_per_s, batches_per_s, mb_per_s, cpu_us_per_example (each {median, min, max};
+  MB = 10^6 bytes, mb_per_s null when the record size is unknown; CPU time of the whole
+  process, all threads), record_bytes, and runs (one {seconds, batches, examples,
+  cpu_seconds} per repeat).
 """
 
 
@@ -58,7 +59,7 @@ def _table(report: Any) -> Any:
     t = Table(title=f"tfperf bench: {report.workload or report.run_file or 'pipeline'} "
               f"({report.split}, batch {report.batch_size}, {report.batches} batches x "
               f"{report.repeats} runs)")  # fmt: skip
-    for col in ("pipeline", "examples/s", "min-max", "batches/s", "MB/s", "of read"):
+    for col in ("pipeline", "examples/s", "min-max", "batches/s", "MB/s", "CPU us/ex", "of read"):
         t.add_column(col, justify="left" if col == "pipeline" else "right")
     read = next((m for m in report.stages if m.stage == "read"), None)
     rows = list(report.stages) or [report.tuned]
@@ -70,7 +71,8 @@ def _table(report: Any) -> Any:
         frac = f"{ex.median / read.examples_per_s.median:.0%}" if read else ""
         name = "+prefetch = tuned" if m is report.tuned and report.stages else m.name
         t.add_row(name, _fmt(ex.median), f"{_fmt(ex.min)}-{_fmt(ex.max)}",
-                  _fmt(m.batches_per_s.median), _fmt(mb.median) if mb else "?", frac)  # fmt: skip
+                  _fmt(m.batches_per_s.median), _fmt(mb.median) if mb else "?",
+                  f"{m.cpu_us_per_example.median:.2f}", frac)  # fmt: skip
     return t
 
 
