@@ -198,3 +198,26 @@ def test_bench_generates_missing_workload_data_with_a_message(tmp_path):
     assert (tmp_path / "gen" / "manifest.json").exists()
     rep = json.loads(out.stdout)
     check_measurement(rep["tuned"], batches=2, repeats=1)
+
+
+def test_bench_pipeline_on_a_users_own_pipeline(tmp_path):
+    (tmp_path / "mypipe.py").write_text(
+        "import tensorflow as tf\n"
+        "def make(batch_size, training):\n"
+        "    x = tf.data.Dataset.range(1000).map(lambda i: tf.cast(i, tf.float32))\n"
+        "    return x.batch(batch_size, drop_remainder=True).map(lambda b: (b, b))\n"
+    )
+    run = tmp_path / "own.yaml"
+    run.write_text(f"data:\n  pipeline: mypipe:make\npipeline:\n  batch_size: {BATCH}\n")
+    from tfperf.bench import bench_pipeline
+    from tfperf.config import load_config
+    from tfperf.errors import UserError
+
+    rep = bench_pipeline(load_config(run), repeats=1, batches=3, warmup=1)
+    d = json.loads(rep.to_json())
+    assert d["stages"] == [] and d["tuned"]["mb_per_s"] is None  # no manifest: no MB/s
+    check_measurement(d["tuned"], batches=3, repeats=1)
+    with pytest.raises(UserError, match="--compare original: data.pipeline is a user pipeline"):
+        bench_pipeline(load_config(run), compare="original")
+    with pytest.raises(UserError, match="--batches: expected an integer >= 1, found 0"):
+        bench_pipeline(load_config(run), batches=0)
