@@ -297,7 +297,7 @@ def test_bad_row_stops_keeps_finished_shards_then_skip_rejects(tmp_path, cli):
         not list((tmp_path / "o").glob(".*.tmp-*")) and not (tmp_path / "o/manifest.json").exists()
     )
     res = cli("convert", tmp_path / "d.npz", "--out", tmp_path / "o", "--shard-size", "300",
-              "--on-bad-row", "skip", "--quiet", "--json")  # fmt: skip
+              "--on-bad-row", "skip", "--quiet", "--json", "--workers", "1")  # fmt: skip
     assert res.exit_code == 0, res.output
     m = load_manifest(tmp_path / "o")
     info = m.splits["train"]
@@ -517,3 +517,16 @@ def test_unknown_source_kind(tmp_path):
     with pytest.raises(SourceError, match=r"unknown kind of source '.xlsx'"):
         convert(tmp_path / "x.xlsx", tmp_path / "o", progress=False)
     assert sys.modules["tfperf.data.writer"]
+
+
+def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
+    offset = 5
+
+    def closure(row: dict) -> dict:  # a local function cannot be sent to worker processes
+        return {"v": row["v"] + offset}
+
+    rows = [{"v": np.int64(i)} for i in range(30)]
+    m = convert(rows, tmp_path / "o", preprocess=closure, shard_bytes=100, workers=2,
+                progress=False)  # fmt: skip
+    assert len(m.splits["train"].shards) > 1
+    assert [r["v"].item() for r in read_back(tmp_path / "o")] == list(range(5, 35))

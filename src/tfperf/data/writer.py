@@ -376,7 +376,7 @@ def convert(
 
     # Output schema and records per shard, from the first rows.
     head = _head(src, min(total, SAMPLE_ROWS))
-    _set_task(_Task(str(out), src.path, None, schema or _placeholder(), pre_spec or pre_fn,
+    _set_task(_Task(str(out), src.path, None, schema or _placeholder(), pre_fn,
                     comp, on_bad_row))  # fmt: skip
     samples = []
     for i, row in enumerate(head):
