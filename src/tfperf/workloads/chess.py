@@ -42,6 +42,9 @@ DEFAULT_A, DEFAULT_K, DEFAULT_B = 0.9, 400.0, 10.0
 # Pieces per side in slot order: king, queen, 2 rooks, 2 bishops, 2 knights, 8 pawns;
 # the value is the piece type (0 pawn .. 5 king), i.e. the plane group 4 * type + j.
 _SLOT_TYPES = np.array([5, 4, 3, 3, 2, 2, 1, 1] + [0] * 8)
+# Centipawn value per piece type (pawn, knight, bishop, rook, queen, king): scores follow
+# material plus noise, so a model can learn something that carries over to unseen positions.
+_TYPE_VALUES = np.array([100, 300, 300, 500, 900, 0])
 
 
 def pack_position(bits: np.ndarray, flags: Sequence[int], is_mate: int) -> bytes:
@@ -121,7 +124,10 @@ class ChessWorkload(Workload):
             flags = (rng.random((m, N_FLAGS)) < 0.3).astype(np.uint8)
             is_mate = rng.random(m) < self.mate_fraction
             moves = rng.integers(1, int(2 * self.b) + 1, m) * rng.choice([-1, 1], m)
-            evals = np.clip(np.rint(rng.normal(0.0, 300.0, m)), -5000, 5000).astype(np.int64)
+            side = np.where(color == 0, 1, -1)  # white material counts up, black down
+            material = (present * (side * _TYPE_VALUES[np.tile(_SLOT_TYPES, 2)])).sum(axis=1)
+            noise = rng.normal(0.0, 100.0, m)
+            evals = np.clip(np.rint(material + noise), -5000, 5000).astype(np.int64)
             scores = np.where(is_mate, moves, evals)
             full = np.zeros((m, BITS), np.uint8)
             full[:, :BOARD_BITS] = bits.reshape(m, -1)
