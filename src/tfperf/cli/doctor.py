@@ -92,6 +92,10 @@ def register(app: typer.Typer) -> None:
         from tfperf.doctor.report import render_diagnosis, render_fix
         from tfperf.doctor.rules import diagnose
 
+        if cfg.workload and not cfg.data.pipeline:
+            from tfperf.data.inputs import ensure_workload_data
+
+            ensure_workload_data(cfg, progress=not json_out)  # a built-in workload's data
         with _progress(json_out) as tick:
             diag = diagnose(cfg, tick=tick)
             result = None

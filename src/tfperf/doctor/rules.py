@@ -190,6 +190,8 @@ def _prefix_timings(graph: lint.DatasetGraph, batch: int, cfg: Any, tick: Any) -
     d = cfg.doctor
     out, prev = [], None
     measurable = graph.measurable()
+    # No batch stage: the elements are whole batches already (e.g. a generator of batches).
+    unbatched = graph.batch_size is None
     for i, st in enumerate(measurable):
         nxt = measurable[i + 1] if i + 1 < len(measurable) else None
         if nxt is not None and nxt.kind in ("flat_map", "interleave"):
@@ -198,7 +200,8 @@ def _prefix_timings(graph: lint.DatasetGraph, batch: int, cfg: Any, tick: Any) -
         try:
             ds = lint.prefix_dataset(graph, st)
             rate = measure_dataset(ds, **_budget(d),
-                                   batch_size=None if st.batched else batch, tick=tick,
+                                   batch_size=None if st.batched or unbatched else batch,
+                                   tick=tick,
                                    label=f"stage {st.label}").examples_per_s  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a prefix that cannot run alone is reported
             out.append(StageTiming(st.index, st.label, st.kind, None, None, str(exc)[:200]))

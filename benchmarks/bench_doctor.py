@@ -1,0 +1,91 @@
+"""`tfperf doctor --fix` on each workload's original pipeline, against the workload's
+hand-tuned pipeline, measured side by side (A B A B) with the same train step: the fixed
+pipeline should reach >= 90% of the hand-tuned examples/s. Prints one markdown section.
+
+    python benchmarks/bench_doctor.py [--quick] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import DATA_ROOT, machine, parse_args, rate, table
+
+TARGET = 0.90  # fixed / hand-tuned examples/s
+WORKLOADS = {"chess": 4000, "regression": 8000, "distance_maps": 1000, "deblur": 256}
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    args = parse_args(__doc__.split("\n\n")[0])
+    from tfperf.config import config_from_dict, load_config
+    from tfperf.data.inputs import ensure_workload_data, make_input_dataset
+    from tfperf.doctor.fixes import _rate, fix_pipeline
+    from tfperf.doctor.rules import diagnose
+
+    repeats = args.repeats or (2 if args.quick else 5)
+    doctor = {"steps": 5 if args.quick else 10, "warmup": 3, "repeats": 2 if args.quick else 3,
+              "min_seconds": 0.1 if args.quick else 0.4, "what_ifs": False}  # fmt: skip
+    rows, notes = [], []
+    for name, examples in WORKLOADS.items():
+        n = examples // 4 if args.quick else examples
+        from tfperf.workloads import get_workload
+
+        batch = get_workload(name).default_batch_size  # the seed's batch
+        base = {"workload": name, "data": {"dir": str(DATA_ROOT / "doctor" / name),
+                "examples": n, "eval_examples": 64}, "pipeline": {"batch_size": batch},
+                "doctor": doctor}  # fmt: skip
+        original = config_from_dict({**base, "data": {**base["data"], "variant": "original"}})
+        tuned = config_from_dict(base)
+        say(f"{name}: data")
+        if name == "distance_maps":
+            from bench_distance_maps import ensure_data
+
+            ensure_data(original, n)  # written here: see bench_distance_maps.write_data
+        else:
+            ensure_workload_data(original, progress=False)
+        t0 = time.perf_counter()
+        diag = diagnose(original)
+        with tempfile.TemporaryDirectory() as tmp:
+            result = fix_pipeline(original, diag, out=Path(tmp) / f"{name}.optimized.yaml")
+            fixed = load_config(result.written[-1])
+        say(
+            f"{name}: doctor --fix {time.perf_counter() - t0:.0f} s, kept {result.run_file_changes}"
+        )
+        # Side by side, interleaved, same train step: original, fixed, hand-tuned.
+        runs: dict[str, list[float]] = {"original": [], "fixed": [], "tuned": []}
+        for _ in range(repeats):
+            for label, cfg in (("original", original), ("fixed", fixed), ("tuned", tuned)):
+                ds = make_input_dataset(cfg, training=True)
+                runs[label].append(_rate(cfg, ds, cfg.pipeline.batch_size, lambda s: None, label))
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        ratio = med["fixed"] / med["tuned"]
+        first = diag.findings[0].code if diag.findings else "-"
+        changes = ", ".join(f"{k}: {v}" for k, v in result.run_file_changes.items()) or "none"
+        rows.append([name, batch, f"{diag.verdict} ({diag.input_bound_fraction:.0%})", first,
+                     changes, rate(med["original"]), rate(med["fixed"]), rate(med["tuned"]),
+                     f"{ratio:.0%}", "yes" if ratio >= TARGET else "**no**"])  # fmt: skip
+        if ratio < TARGET:
+            notes.append(f"- {name}: fixed {ratio:.0%} of hand-tuned.")
+    print("## doctor --fix vs the hand-tuned pipelines\n")
+    print(f"{machine()}. Training examples/s (tfperf's train step, medians of {repeats} "
+          "interleaved runs); the doctor ran on each workload's original pipeline with "
+          "compute what-ifs off, so only pipeline changes are compared. Target: fixed >= "
+          f"{TARGET:.0%} of hand-tuned.\n")  # fmt: skip
+    print(table(["workload", "batch", "original verdict", "first finding", "--fix kept",
+                 "original ex/s", "fixed ex/s", "hand-tuned ex/s", "fixed/tuned", "target"],
+                rows))  # fmt: skip
+    if notes:
+        print("\n" + "\n".join(notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
