@@ -186,3 +186,32 @@ def test_max_time_stops_training(tmp_path):
     result = train(load_config(rf), progress=False)
     assert result.stopped_because == "max_time" and result.steps > 0
     assert json.loads((result.checkpoint_dir / "FINAL").read_text())["step"] == result.steps
+
+
+def test_init_from_warm_starts_and_freezes_before_the_optimizer_is_built(tmp_path):
+    import numpy as np
+
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    kernels = {}
+
+    class Grab(Hook):
+        def __init__(self, key):
+            self.key = key
+
+        def on_train_begin(self, run):
+            kernels[self.key + "_begin"] = run.model.get_layer("hidden").kernel.numpy().copy()
+
+        def on_train_end(self, run, logs):
+            kernels[self.key + "_end"] = run.model.get_layer("hidden").kernel.numpy().copy()
+            kernels[self.key + "_trainable"] = len(run.model.trainable_variables)
+
+    (tmp_path / "a").mkdir()
+    first = trainkit.write_runfile(tmp_path / "a", data, max_steps=6)
+    a = train(load_config(first), hooks=[Grab("a")], progress=False)
+    (tmp_path / "b").mkdir()
+    second = trainkit.write_runfile(tmp_path / "b", data, max_steps=6,
+                                    init_from=str(a.checkpoint), freeze=["hidden"])  # fmt: skip
+    train(load_config(second), hooks=[Grab("b")], progress=False)
+    np.testing.assert_array_equal(kernels["b_begin"], kernels["a_end"])  # warm-started
+    np.testing.assert_array_equal(kernels["b_end"], kernels["b_begin"])  # frozen: unchanged
+    assert kernels["a_trainable"] == 4 and kernels["b_trainable"] == 2  # only the logit trains

@@ -212,6 +212,8 @@ def _run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) 
 
 def _choose_precision(cfg: RunConfig, info: StrategyInfo, spec: Any, global_batch: int,
                       total: int | None) -> PrecisionChoice:  # fmt: skip
+    import tensorflow as tf
+
     requested = cfg.train.precision
     if requested != "auto":
         return PrecisionChoice(requested)
@@ -231,7 +233,15 @@ def _choose_precision(cfg: RunConfig, info: StrategyInfo, spec: Any, global_batc
             best = min(best, (time.perf_counter() - t0) / TRIAL_STEPS)
         return Trial(policy, best, loss)
 
-    return choose_precision(supported_policies(), trial)
+    # Each trial traces its own train function; TF's "excessive retracing" warning about
+    # these separate functions would be misleading, so TF's logger is quiet meanwhile.
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        return choose_precision(supported_policies(), trial)
+    finally:
+        logger.setLevel(level)
 
 
 def _optional_hooks(cfg: RunConfig) -> list[Hook]:
