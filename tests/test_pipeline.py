@@ -298,3 +298,19 @@ def test_shuffle_budget_without_a_record_count_samples_the_record_size(tmp_path)
     with pytest.warns(UserWarning, match="using (99|100) records"):
         make_dataset(files, PipelineConfig(shuffle_buffer=10_000, shuffle_ram_mb=tight),
                      training=True, parse=SCHEMA.parse_batch, stop_after="shuffle")  # fmt: skip
+
+
+def test_skipped_per_epoch_reads_the_run_files_manifest(tmp_path):
+    from tfperf.config import config_from_dict
+    from tfperf.data.inputs import skipped_per_epoch
+    from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+
+    files = write_shards(tmp_path)
+    shards = [ShardInfo(file=Path(f).name, records=PER_SHARD, bytes=os.path.getsize(f),
+                        sha256="0" * 64) for f in files]  # fmt: skip
+    split = SplitInfo(shards=shards, records=4 * PER_SHARD)
+    save_manifest(Manifest(name="t", schema=SCHEMA, splits={"train": split}), tmp_path)
+    cfg = config_from_dict({"data": {"dir": str(tmp_path)}, "pipeline": {"on_corrupt": "skip"}})
+    assert skipped_per_epoch(cfg) == 0
+    corrupt(files[3], record=45)
+    assert skipped_per_epoch(cfg) == 5

@@ -122,6 +122,18 @@ def split_shards(
     )
 
 
+def skipped_per_epoch(cfg: RunConfig, *, training: bool = True, split: str | None = None) -> int:
+    """Records that pipeline.on_corrupt=skip drops in each epoch of this run file's split
+    (0 when every shard reads to its end). One scan of the shards: call it once, when an
+    epoch ends, and report the same count for later epochs (the drop never changes)."""
+    from tfperf.data.pipeline import skipped_records
+
+    sh = split_shards(cfg, training=training, split=split)
+    if sh is None:
+        return 0
+    return sum(skipped_records(sh.files, sh.records, sh.compression).values())
+
+
 def _call_user_pipeline(fn: Any, **kwargs: Any) -> Any:
     # Pass only the arguments the user's function declares.
     params = inspect.signature(fn).parameters
