@@ -235,3 +235,23 @@ def poly(x: tf.Tensor) -> tf.Tensor:
 def fixable(batch_size: int = 32):
     """Finite and deterministic, with a sequential per-example map and no prefetch."""
     return _slices().map(lambda x, y: (poly(x), y)).batch(batch_size)
+
+
+def mlp_model():
+    """Small enough per example that a batch of 2 leaves the device mostly idle."""
+    import keras
+
+    inputs = keras.Input((DIM,))
+    h = keras.layers.Dense(256, activation="relu")(inputs)
+    h = keras.layers.Dense(256, activation="relu")(h)
+    return keras.Model(inputs, keras.layers.Dense(1)(h), name="mlp")
+
+
+def wide_model():
+    """Matmul-bound: bfloat16 pays off on CPUs with AVX512_BF16, a larger batch does not."""
+    import keras
+
+    inputs = keras.Input((WIDE,))
+    h = keras.layers.Dense(2048, activation="relu")(inputs)
+    h = keras.layers.Dense(2048, activation="relu")(h)
+    return keras.Model(inputs, keras.layers.Dense(1)(h), name="wide")

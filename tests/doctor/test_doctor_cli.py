@@ -43,7 +43,7 @@ def test_compute_bound_run_gets_no_input_advice(tmp_path):
     assert diag["model"] == "big"
     assert diag["compute_limit"]["examples_per_s"] > 0
     # the compute-side what-ifs were measured (other precisions, a 4x batch)
-    assert "batch=512" in diag["variants"]
+    assert "training at batch=512" in diag["variants"]
     assert data["fix"] is None
 
 

@@ -129,8 +129,28 @@ def records(tmp_path_factory) -> str:
 def test_slow_pipeline_named_first(pipeline, code, extra, records):
     model = "wide_tiny_model" if pipeline == "shuffle_over_budget" else "tiny_model"
     cfg = run_cfg(pipeline, model, data_dir=records, **extra)
+    check_named_first(cfg, code)
+
+
+# The compute-side findings: a well-fed model that a bigger batch or another precision helps.
+COMPUTE_CASES = [
+    ("small_batch", "clean", "mlp_model", 2),
+    ("precision", "wide_clean", "wide_model", 64),
+]
+
+
+@pytest.mark.parametrize(("code", "pipeline", "model", "batch"), COMPUTE_CASES,
+                         ids=[c[0] for c in COMPUTE_CASES])  # fmt: skip
+def test_compute_finding_named_first(code, pipeline, model, batch):
+    cfg = run_cfg(pipeline, model, pipeline={"batch_size": batch})
+    diag = check_named_first(cfg, code)
+    assert diag.verdict != "highly input-bound"
+    assert diag.findings[0].kind == "compute" and diag.findings[0].expected_speedup > 1
+
+
+def check_named_first(cfg, code):
     diag = diagnose(cfg)
-    assert diag.findings, f"no findings; verdict {diag.verdict}"
+    assert diag.findings, f"no findings; verdict {diag.verdict}; variants {diag.variants}"
     first = diag.findings[0]
     assert first.code == code, [f.code for f in diag.findings]
     assert first.evidence and first.change and first.expected
@@ -139,6 +159,7 @@ def test_slow_pipeline_named_first(pipeline, code, extra, records):
     # every measurement is a real positive number
     assert diag.pipeline.examples_per_s > 0 and diag.compute.examples_per_s > 0
     assert 0.0 <= diag.input_bound_fraction <= 1.0
+    return diag
 
 
 def test_input_bound_pipeline_reports_slowest_stage(records):

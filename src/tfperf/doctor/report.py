@@ -37,7 +37,8 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     t.add_row("(c) training (pipeline + model)", _num(diag.training.rate.examples_per_s),
               f"input wait {frac:.0%}")  # fmt: skip
     for name, rate in diag.variants.items():
-        t.add_row(f"    compute with {name}", _num(rate), "what-if")
+        label = name if name.startswith(("training", "compute")) else f"compute with {name}"
+        t.add_row(f"    {label}", _num(rate), "what-if")
     console.print(t)
     s = Table(title="stage prefixes: the pipeline cut after each stage")
     s.add_column("stage")

@@ -269,13 +269,16 @@ def diagnose(
                 variant(
                     f"precision={policy}",
                     lambda p=policy: _compute_at(cfg, train_ds, batch, d, tick, precision=p),
-                )  # noqa: E501
-        variant(
-            f"batch={batch * 4}",
-            lambda: _compute_at(
-                cfg, train_ds.unbatch().batch(batch * 4, drop_remainder=True), batch * 4, d, tick
-            ),
-        )  # noqa: E501
+                )
+    if compute_variants and d.what_ifs:
+        # A larger batch pays per-step costs (dispatch, dequeue) once for more examples:
+        # the run file's own pipeline rebuilt at 4x the batch, trained for real.
+        big = batch * 4
+        if dataset is None:
+            variant(f"training at batch={big}", lambda: _training_at(cfg, big, d, tick))
+        else:
+            rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
+            variant(f"compute at batch={big}", lambda: _compute_at(cfg, rebatched, big, d, tick))
     if lint.float64_outputs(graph):
         variant(
             "float32 inputs", lambda: _compute_at(cfg, train_ds.map(_to_float32), batch, d, tick)
@@ -334,6 +337,22 @@ def _compute_at(
     target = build_target(cfg, ds.element_spec, batch, precision=precision)
     label = f"compute {precision or batch}"
     return measure_compute(target, ds, **_budget(d), tick=tick, label=label).examples_per_s
+
+
+def _training_at(cfg: Any, batch: int, d: Any, tick: Any) -> float:
+    """Training examples/s with the run file's pipeline and model at another batch size."""
+    import tensorflow as tf
+
+    from tfperf.data.inputs import make_input_dataset
+
+    big = cfg.model_copy(deep=True)
+    big.pipeline.batch_size = batch
+    ds = make_input_dataset(big, training=True)
+    if int(tf.data.experimental.cardinality(ds)) != tf.data.INFINITE_CARDINALITY:
+        ds = ds.repeat()
+    target = build_target(big, ds.element_spec, batch)
+    label = f"training at batch {batch}"
+    return measure_training(target, ds, **_budget(d), tick=tick, label=label).rate.examples_per_s
 
 
 def _deterministic_stages(graph: lint.DatasetGraph) -> list[lint.Stage]:
@@ -629,22 +648,27 @@ def rule_deterministic(ctx: _Context) -> list[Finding]:
 
 
 def rule_small_batch(ctx: _Context) -> list[Finding]:
-    name = next((k for k in ctx.variants if k.startswith("batch=")), None)
+    name = next((k for k in ctx.variants if "batch=" in k), None)
     if name is None:
         return []
     big = ctx.variants[name]
-    ratio = big / max(1e-9, ctx.compute.examples_per_s)
+    batch = ctx.graph.batch_size or int(ctx.compute.examples_per_batch)
+    if name.startswith("training"):
+        now, what = ctx.training.rate.examples_per_s, "training"
+        gain = big / max(1e-9, now)
+    else:
+        now, what = ctx.compute.examples_per_s, "compute limit"
+        gain = ctx.speedup_compute(big)
+    ratio = big / max(1e-9, now)
     if ratio < SMALL_BATCH_GAIN:
         return []
-    gain = ctx.speedup_compute(big)
-    batch = ctx.graph.batch_size or int(ctx.compute.examples_per_batch)
+    bigger = name.split("=", 1)[1]
     return [Finding(
         "small_batch", "batch too small for the device", None,
-        f"compute limit at batch {batch}: {_fmt(ctx.compute.examples_per_s)} ex/s; at {name}: "
-        f"{_fmt(big)} ex/s ({ratio:.1f}x): per-step overhead dominates",
-        f"use a larger batch ({name.replace('=', ' ')}; run file: pipeline.batch_size) and "
-        "scale the learning rate with it",
-        f"training ~{gain:.1f}x faster", gain, "compute")]  # fmt: skip
+        f"{what} at batch {batch}: {_fmt(now)} ex/s; at batch {bigger}: {_fmt(big)} ex/s "
+        f"({ratio:.1f}x): per-step costs (dispatch, dequeue) dominate",
+        f"use a larger batch (pipeline.batch_size: {bigger}) and scale the learning rate "
+        "with it", f"training ~{gain:.1f}x faster", gain, "compute")]  # fmt: skip
 
 
 def rule_precision(ctx: _Context) -> list[Finding]:
