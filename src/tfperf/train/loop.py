@@ -419,6 +419,7 @@ def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluat
     spl = fixed_spl or 1  # auto: one compiling step, then a probe, then the measured value
     deadline = time.monotonic() + cfg.train.max_time if cfg.train.max_time else None
     calls = 0
+    best_step = math.inf
     logs: dict[str, float] = {}
     last_snapshot: PipelineSnapshot | None = None
     try:
@@ -443,8 +444,11 @@ def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluat
                     meter.add(out["wait_s"], wall, n)
                 if fixed_spl is None and calls == 1:
                     spl = PROBE_STEPS
-                elif fixed_spl is None and calls == 2:
-                    spl = auto_steps_per_loop(wall / n)
+                elif fixed_spl is None:
+                    # The fastest step seen so far: one slow call (another process on the
+                    # machine) must not pin a short loop for the whole run.
+                    best_step = min(best_step, wall / n)
+                    spl = auto_steps_per_loop(best_step)
                 logs = _call_logs(out, first, n, wall, global_batch, parts.optimizer)
                 snap = pipeline_snapshot(iterator) if info.coordinator is None else None
                 if snap is not None:
