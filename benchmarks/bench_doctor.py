@@ -32,7 +32,7 @@ def main() -> int:
 
     repeats = args.repeats or (2 if args.quick else 5)
     doctor = {"steps": 5 if args.quick else 10, "warmup": 3, "repeats": 2 if args.quick else 3,
-              "min_seconds": 0.1 if args.quick else 0.4, "what_ifs": False}  # fmt: skip
+              "min_seconds": 0.1 if args.quick else 0.4, "what_ifs": []}  # fmt: skip
     rows, notes = [], []
     for name, examples in WORKLOADS.items():
         n = examples // 4 if args.quick else examples

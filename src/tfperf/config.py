@@ -114,7 +114,8 @@ class DoctorConfig(_Section):
     # Each measurement runs at least `steps` and at least this long: a busy machine's
     # scheduling jitter then averages out (tests use less).
     min_seconds: float = Field(0.5, ge=0)
-    what_ifs: bool = True  # also time other precisions and a 4x batch (compute-side advice)
+    # Compute-side what-ifs to time: other precision policies, training at 4x the batch.
+    what_ifs: list[Literal["precision", "batch"]] = ["precision", "batch"]
 
 
 class RunConfig(_Section):

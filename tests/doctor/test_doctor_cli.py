@@ -59,7 +59,7 @@ def test_table_names_the_finding_and_the_slowest_stage(tmp_path):
 
 def test_fix_writes_description_and_before_after_table(tmp_path):
     path = write_run(tmp_path, "fixable", "tiny_model", extra="")
-    res = run(["doctor", str(path), "--fix", "--set", "doctor.what_ifs=false"], tmp_path)
+    res = run(["doctor", str(path), "--fix", "--set", "doctor.what_ifs=[]"], tmp_path)
     assert res.returncode == 0, res.stderr
     md = tmp_path / "run.optimized.md"
     assert md.exists(), res.stdout

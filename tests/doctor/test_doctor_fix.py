@@ -30,7 +30,7 @@ from tfperf.doctor.fixes import (  # noqa: E402
 )
 from tfperf.doctor.rules import diagnose  # noqa: E402
 
-FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": False}
+FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
 
 
 def test_same_examples_compares_multisets_across_batching():

@@ -261,7 +261,7 @@ def diagnose(
             notes.append(f"{name}: not measured ({type(exc).__name__}: {str(exc)[:160]})")
 
     # Compute-side what-ifs only matter when the input is not the clear limit.
-    if compute_variants and d.what_ifs and verdict != "highly input-bound":
+    if compute_variants and "precision" in d.what_ifs and verdict != "highly input-bound":
         from tfperf.train.precision import supported_policies
 
         for policy in supported_policies():
@@ -270,7 +270,7 @@ def diagnose(
                     f"precision={policy}",
                     lambda p=policy: _compute_at(cfg, train_ds, batch, d, tick, precision=p),
                 )
-    if compute_variants and d.what_ifs:
+    if compute_variants and "batch" in d.what_ifs:
         # A larger batch pays per-step costs (dispatch, dequeue) once for more examples:
         # the run file's own pipeline rebuilt at 4x the batch, trained for real.
         big = batch * 4
@@ -400,8 +400,12 @@ def run_rules(ctx: _Context) -> list[Finding]:
         found.extend(rule(ctx))
     order = {c: i for i, c in enumerate(PRIORITY)}
 
+    # While the input is the limit, compute changes cannot show their gain: input first.
+    input_bound = ctx.training.input_bound_fraction >= MODERATELY
+
     def key(f: Finding) -> tuple:
-        return (f.kind != "risk", -(f.expected_speedup or 0.0), order.get(f.code, 99))
+        later = (f.kind == "compute") == input_bound
+        return (f.kind != "risk", later, -(f.expected_speedup or 0.0), order.get(f.code, 99))
 
     return sorted(found, key=key)
 
