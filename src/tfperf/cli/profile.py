@@ -27,10 +27,10 @@ Writes, under --out (default {train.out_dir}/profile; checkpoints and logs go th
   logs/plugins/profile/<run>/<host>.xplane.pb  for TensorBoard's profile plugin
                                                (tensorboard --logdir OUT/logs)
   timeline.json  Chrome trace-event JSON (open in https://ui.perfetto.dev or
-                 chrome://tracing): per-op time on each device thread, the steps as
-                 'train N' spans. Converted with xprof when the `profile` extra is
-                 installed (pip install 'tfperf[profile]'), else read straight from the
-                 XSpace proto (coarser, same events).
+                 chrome://tracing): per-op time on each device thread, each step a
+                 'train' span with its step_num. Converted with xprof when the profile
+                 extra is installed (pip install 'tfperf\\[profile]'), else read straight
+                 from the XSpace proto (coarser, same events).
 and prints each device's peak memory where TensorFlow tracks it (not on CPU).
 
 \b
@@ -90,4 +90,6 @@ def register(app: typer.Typer) -> None:
             shown = f"{peak / 2**20:,.1f} MiB" if isinstance(peak, int) else peak
             console.print(f"  peak memory {dev}: {shown}")
         if prof.note:
-            console.print(f"[yellow]note:[/] {prof.note}")
+            from rich.markup import escape
+
+            console.print(f"[yellow]note:[/] {escape(prof.note)}")
