@@ -140,8 +140,12 @@ def test_compiled_model_supplies_loss_and_optimizer(tmp_path):
 def test_cli_train_end_to_end_then_resume(tmp_path):
     data = trainkit.write_data(tmp_path / "data", n=64)
     rf = trainkit.write_runfile(tmp_path, data, epochs=2, checkpoint={"every_steps": 4})
-    proc = trainkit.tfperf("train", str(rf), "--json", "--set", "pipeline.batch_size=16")
+    proc = trainkit.tfperf("train", str(rf), "--json", "--set", "pipeline.batch_size=16",
+                           "--print-tensors", "hidden,loss")  # fmt: skip
     out = json.loads(proc.stdout)
+    # In-graph prints for the first train.print_steps (3) steps only.
+    assert "step 1 hidden [[" in proc.stderr and "step 3 loss" in proc.stderr
+    assert "step 4 loss" not in proc.stderr
     assert out["steps"] == 8 and out["stopped_because"] == "epochs"  # 2 x 64/16
     assert out["global_batch"] == 16 and out["restored_from"] is None
     ckpt_dir = tmp_path / "run" / "checkpoints"
