@@ -46,7 +46,7 @@ from tfperf.errors import UserError
 FORMAT = "tfperf.bench/1"
 # Defaults sized so that a whole default bench of the chess workload (six stage prefixes,
 # three repeats) stays under about a minute on 2 CPU cores.
-DEFAULT_BATCHES = 50
+DEFAULT_BATCHES = 100
 DEFAULT_WARMUP = 10
 DEFAULT_REPEATS = 3
 # Stages whose output is single records: bench batches them itself.
