@@ -235,7 +235,7 @@ def _plans(cfg: RunConfig, *, stages: bool, compare: str | None, split: str) -> 
         ds = make_input_dataset(cfg, training=True, split=split, variant=variant, stop_after=stage)
         if stage in _UNBATCHED or (stage == "parse" and per_example):
             # A cheap batch of records (or parsed examples): Python then pulls one element
-            # per batch, and the prefix's cost is not hidden behind per-element overhead.
+            # per batch; pulling single records would measure Python's per-call cost.
             ds = ds.batch(batch, drop_remainder=True)
         # Prefixes before `repeat` end with the epoch; the full pipeline may too.
         return ds.repeat()

@@ -101,7 +101,10 @@ def make_dataset(
     preprocess: whole-batch function -> (features, labels); preprocess_example: the
     per-example variant (mapped before batch) for workloads that need it;
     records: total record count (manifest) for the shuffle RAM budget;
-    batch_size: overrides options.batch_size (e.g. the per-replica batch).
+    batch_size: overrides options.batch_size (e.g. the per-replica batch);
+    stop_after: return the pipeline cut after that stage (see STAGES). In per-example mode
+    the order is parse -> preprocess -> batch, so "batch" and "parse" both give unbatched
+    parsed examples.
     """
     import tensorflow as tf
 
