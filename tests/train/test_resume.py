@@ -15,7 +15,6 @@ import pytest
 import trainkit
 
 EXAMPLES, BATCH, EPOCHS = 48, 4, 3
-STEPS_PER_EPOCH = EXAMPLES // BATCH
 
 
 def _lines(path: Path) -> list[list[int]]:
@@ -50,28 +49,38 @@ def _interrupt_after(proc: subprocess.Popen, log: Path, lines: int, sig: int) ->
     return err
 
 
-@pytest.mark.slow  # four real training processes
-def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(tmp_path):
-    data = trainkit.write_data(tmp_path / "data", n=EXAMPLES, shards=3)
+@pytest.mark.slow  # up to four real training processes each
+@pytest.mark.parametrize(
+    ("strategy", "replicas", "shards", "plan"),
+    [
+        # (steps to wait for, signal): kill -9 between checkpoints, SIGTERM (saves at once)
+        ("one_device", 1, 3, [(5, signal.SIGKILL), (4, signal.SIGTERM), (8, signal.SIGKILL)]),
+        # mirrored on 2 logical CPUs: one pipeline and one saved iterator per replica
+        ("mirrored", 2, 2, [(4, signal.SIGKILL), (2, signal.SIGTERM)]),
+    ],
+)
+def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(
+    tmp_path, strategy, replicas, shards, plan
+):
+    data = trainkit.write_data(tmp_path / "data", n=EXAMPLES, shards=shards)
     rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:with_ids", epochs=EPOCHS,
-                                steps_per_loop=1, checkpoint={"every_steps": 3})  # fmt: skip
-    doc = rf.read_text().replace("batch_size: 8", f"batch_size: {BATCH}")
-    rf.write_text(doc)
+                                steps_per_loop=1, checkpoint={"every_steps": 3},
+                                strategy=strategy, devices=replicas)  # fmt: skip
+    rf.write_text(rf.read_text().replace("batch_size: 8", f"batch_size: {BATCH}"))
     ckpt_dir = tmp_path / "run" / "checkpoints"
-    # (lines to wait for, signal): kill -9 between checkpoints, then SIGTERM (saves at once).
-    plan = [(5, signal.SIGKILL), (4, signal.SIGTERM), (8, signal.SIGKILL)]
-    history: list[list[int]] = []
+    per_epoch = EXAMPLES // (BATCH * replicas)
+    history: list[list[int]] = []  # one line per replica and step
     start = 0
-    for k, (lines, sig) in enumerate(plan):
+    for k, (steps, sig) in enumerate(plan):
         log = tmp_path / f"ids_{k}.txt"
-        err = _interrupt_after(_start(rf, log), log, lines, sig)
+        err = _interrupt_after(_start(rf, log), log, steps * replicas, sig)
         restored = _latest_step(ckpt_dir)
         consumed = _lines(log)
         if sig == signal.SIGTERM:
             assert "saving a checkpoint" in err
-            assert restored == start + len(consumed)  # saved exactly where it stopped
-        assert start <= restored <= start + len(consumed)
-        history += consumed[: restored - start]  # what the restored state has consumed
+            assert restored * replicas == start * replicas + len(consumed)  # saved where it stopped
+        assert start <= restored <= start + len(consumed) // replicas
+        history += consumed[: (restored - start) * replicas]  # what the restored state consumed
         start = restored
     log = tmp_path / "ids_final.txt"
     final = _start(rf, log)
@@ -79,15 +88,15 @@ def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(tmp_path)
     assert final.returncode == 0, err
     assert f"resumed from {ckpt_dir}" in err.replace("\n", "")
     history += _lines(log)
-    assert len(history) == EPOCHS * STEPS_PER_EPOCH
+    assert len(history) == EPOCHS * per_epoch * replicas
     assert all(len(batch) == BATCH for batch in history)
+    lines = per_epoch * replicas
     for e in range(EPOCHS):
-        epoch = history[e * STEPS_PER_EPOCH : (e + 1) * STEPS_PER_EPOCH]
-        ids = sorted(i for batch in epoch for i in batch)
+        ids = sorted(i for batch in history[e * lines : (e + 1) * lines] for i in batch)
         assert ids == list(range(1, EXAMPLES + 1)), f"epoch {e}"
     assert (ckpt_dir / "FINAL").exists()
     # Shuffled: the epochs do not repeat one order.
-    orders = [sum(history[e * STEPS_PER_EPOCH : (e + 1) * STEPS_PER_EPOCH], []) for e in range(2)]
+    orders = [sum(history[e * lines : (e + 1) * lines], []) for e in range(2)]
     assert orders[0] != orders[1]
 
 
@@ -108,7 +117,7 @@ def test_without_iterator_checkpoint_the_epoch_restarts(tmp_path):
     final.communicate(timeout=240)
     history += _lines(tmp_path / "ids_1.txt")
     ids = sorted(i for batch in history for i in batch)
-    assert len(history) == STEPS_PER_EPOCH
+    assert len(history) == EXAMPLES // BATCH
     assert ids != list(range(1, EXAMPLES + 1))  # some ids twice, some never
 
 

@@ -17,8 +17,10 @@ import yaml
 
 from tfperf.train.strategy import ClusterError, resolve_kind, validate_cluster
 
+# One pipeline split across replicas (checkpoint_input off): the same batches as one device.
 DETERMINISTIC = ["--set", "pipeline.shuffle_buffer=0", "--set", "pipeline.shuffle_files=false",
-                 "--set", "pipeline.deterministic=true"]  # fmt: skip
+                 "--set", "pipeline.deterministic=true",
+                 "--set", "train.checkpoint_input=false"]  # fmt: skip
 
 
 def _run(tmp_path, **train):

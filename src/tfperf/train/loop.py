@@ -45,7 +45,12 @@ from tfperf.train.step import (
     build_model_variables,
     make_optimizer,
 )
-from tfperf.train.strategy import StrategyInfo, distribute_input, make_strategy
+from tfperf.train.strategy import (
+    StrategyInfo,
+    checkpointable_iterator,
+    distribute_input,
+    make_strategy,
+)
 
 __all__ = ["TrainResult", "build_model_and_loss", "train"]
 
@@ -366,19 +371,18 @@ def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluat
 
         Console(stderr=True).print(warm_report[0])
 
-    dist = distribute_input(info, _dataset_fn(cfg))
+    dist = distribute_input(info, _dataset_fn(cfg), checkpointable=cfg.train.checkpoint_input)
     iterator = iter(dist)
-    # tf.data iterators are trackable; distributed ones are not (tensorflow#56372): under
-    # mirrored, multi_worker and parameter_server a resumed run restarts its input.
-    trackable = isinstance(iterator, tf.__internal__.tracking.Trackable)
-    save_iterator = cfg.train.checkpoint_input and trackable
+    # Under multi_worker and parameter_server TF cannot save the input position
+    # (tensorflow#56372): a resumed run restarts its input there.
+    saved_input = checkpointable_iterator(iterator) if cfg.train.checkpoint_input else None
+    save_iterator = saved_input is not None
     if cfg.train.checkpoint_input and not save_iterator:
         _say(progress, f"note: TensorFlow cannot checkpoint the input iterator under "
              f"{info.kind}; a resumed run restarts its input pipeline")  # fmt: skip
     if save_iterator and cfg.pipeline.shuffle_buffer > 1:
         warn_if_iterator_large(cfg.pipeline.shuffle_buffer, _record_bytes(cfg))
-    ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var,
-                           iterator if save_iterator else None)  # fmt: skip
+    ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
     if restore_path:
         ckpt.restore(restore_path).expect_partial()
         _say(True, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")

@@ -197,8 +197,24 @@ def _parameter_server(cfg: Any) -> StrategyInfo:
     )
 
 
-def distribute_input(info: StrategyInfo, dataset_fn: Callable[[Any], Any]) -> Any:
-    """The distributed dataset (or per-worker dataset under parameter_server)."""
+def distribute_input(
+    info: StrategyInfo, dataset_fn: Callable[[Any], Any], *, checkpointable: bool = False
+) -> Any:
+    """The distributed dataset (or per-worker dataset under parameter_server).
+
+    checkpointable=True under mirrored gives each replica its own pipeline (reading its
+    own shards) and a plain tf.data iterator: TensorFlow cannot save the default
+    multi-device iterator (tensorflow#56372), but it can save these. On GPUs this gives
+    up prefetching to the device; train.checkpoint_input=false restores it.
+    """
+    import tensorflow as tf
+
+    if checkpointable and info.kind == "mirrored":
+        options = tf.distribute.InputOptions(
+            experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+            experimental_fetch_to_device=False,
+        )
+        return info.strategy.distribute_datasets_from_function(dataset_fn, options=options)
     if info.coordinator is not None:
         # Each worker builds its own pipeline (the function runs on the workers), through
         # distribute_datasets_from_function so that it gets its input context.
@@ -207,3 +223,23 @@ def distribute_input(info: StrategyInfo, dataset_fn: Callable[[Any], Any]) -> An
 
         return info.coordinator.create_per_worker_dataset(per_worker)
     return info.strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def checkpointable_iterator(iterator: Any) -> Any:
+    """What a tf.train.Checkpoint can save of `iterator`, or None.
+
+    A tf.data iterator saves itself; a distributed iterator built with
+    `distribute_input(..., checkpointable=True)` holds one tf.data iterator per replica
+    (private attributes, checked here, so a TF change means "not saved", never a crash).
+    """
+    import tensorflow as tf
+
+    trackable = tf.__internal__.tracking.Trackable
+    if isinstance(iterator, trackable):
+        return iterator
+    inner = [getattr(w, "_iterator", None) for w in getattr(iterator, "_iterators", None) or []]
+    if inner and all(isinstance(i, tf.data.Iterator) and isinstance(i, trackable) for i in inner):
+        holder = tf.Module()
+        holder.replicas = inner  # tracked as a list: saved and restored in order
+        return holder
+    return None
