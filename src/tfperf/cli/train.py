@@ -24,7 +24,9 @@ the function must never retrace (a changed input shape or dtype is an error that
 
 Resumes automatically from the latest checkpoint in {train.out_dir}/checkpoints (model,
 optimizer, step and, with train.checkpoint_input, the input iterator: an interrupted epoch
-continues exactly where it stopped). SIGTERM/SIGINT save a checkpoint before exiting.
+continues exactly where it stopped; one_device and mirrored only: TensorFlow cannot
+save it under multi_worker or parameter_server). SIGTERM/SIGINT save a checkpoint
+before exiting.
 Stops at train.max_steps (a global step), train.epochs or train.max_time (seconds); a
 NaN/Inf loss stops training with an error naming the steps.
 
