@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tfperf.errors import UserError
 
@@ -35,6 +36,12 @@ def quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def print_error(message: str) -> None:
+    # Escaped: messages hold things like "shape [3]" that rich would take for markup;
+    # soft-wrapped: a path must stay on one line for people and scripts to find it.
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def user_errors(fn: F) -> F:
     """Prints UserError (and friends) as one line and exits 2; Ctrl-C exits 130."""
 
@@ -42,11 +49,8 @@ def user_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except UserError as exc:
-            console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-            raise typer.Exit(2) from None
-        except FileNotFoundError as exc:
-            console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        except (UserError, FileNotFoundError) as exc:
+            print_error(str(exc))
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             console.print("[yellow]interrupted[/]")

@@ -30,6 +30,7 @@ from tfperf.train.checkpoint import (
     run_dirs,
     warn_if_iterator_large,
 )
+from tfperf.train.corrupt import corrupt_shards_named
 from tfperf.train.hooks import Hook, HookList, NonFiniteLossError, RunState
 from tfperf.train.precision import (
     PrecisionChoice,
@@ -249,8 +250,12 @@ def _choose_precision(cfg: RunConfig, info: StrategyInfo, spec: Any, global_batc
         logger.setLevel(level)
 
 
-def _optional_hooks(cfg: RunConfig) -> list[Hook]:
+def _optional_hooks(cfg: RunConfig, per_epoch: int | None) -> list[Hook]:
     hooks: list[Hook] = []
+    if cfg.pipeline.on_corrupt == "skip" and per_epoch and not cfg.data.pipeline:
+        from tfperf.train.corrupt import CorruptRecordsHook
+
+        hooks.append(CorruptRecordsHook(cfg, per_epoch))
     if cfg.train.monitor_system:
         try:
             from tfperf.observe.system import SystemMonitorHook
@@ -328,7 +333,8 @@ def train(
     # (an evaluator, a test) are not silently built in mixed precision.
     previous = keras.config.dtype_policy()
     try:
-        return _train(cfg, hooks, max_steps, evaluator, progress, overrides)
+        with corrupt_shards_named(cfg):
+            return _train(cfg, hooks, max_steps, evaluator, progress, overrides)
     finally:
         keras.config.set_dtype_policy(previous)
 
@@ -410,7 +416,10 @@ def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluat
     run.extra["strategy_info"] = info
     all_hooks: list[Hook] = [NanCheck(), ckpt_hook, SummaryHook(cfg.train.log_every,
                              cfg.train.histogram_every)]  # fmt: skip
-    all_hooks += _optional_hooks(cfg)
+    per_epoch_known = per_epoch
+    if per_epoch_known is None and cfg.pipeline.on_corrupt == "skip":
+        per_epoch_known = _steps_per_epoch(cfg, global_batch)  # for the epoch-end report
+    all_hooks += _optional_hooks(cfg, per_epoch_known)
     if progress and info.is_chief:
         all_hooks.append(ProgressHook(target))
     all_hooks += list(hooks)

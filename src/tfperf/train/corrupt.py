@@ -1,0 +1,76 @@
+"""Corrupt TFRecord data during training: with `pipeline.on_corrupt: error` the failure
+names the damaged shard; with `skip` the records lost each epoch are counted and reported
+at every epoch's end (stdout and input/corrupt_skipped in TensorBoard)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+
+from tfperf.config import RunConfig
+from tfperf.train.hooks import Hook, RunState
+
+
+@contextlib.contextmanager
+def corrupt_shards_named(cfg: RunConfig) -> Iterator[None]:
+    """Turns TF's DataLossError (which names an offset, not a file) into a UserError naming
+    the shard; the shards are scanned only once an error has happened."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.DataLossError as exc:
+        from tfperf.data.inputs import split_shards
+        from tfperf.data.pipeline import corrupt_shard_error
+
+        shards = split_shards(cfg, training=True)
+        if shards is None:  # a user's own pipeline: tfperf does not know its files
+            raise
+        raise corrupt_shard_error(shards.files, shards.compression, str(exc.message)) from None
+
+
+class CorruptRecordsHook(Hook):
+    """Reports, at each epoch's end, how many records on_corrupt=skip dropped.
+
+    The count is the same every epoch (a bad record ends its shard's read), so one scan,
+    run in a background thread from the start of training, gives it.
+    """
+
+    def __init__(self, cfg: RunConfig, steps_per_epoch: int):
+        self.cfg = cfg
+        self.steps_per_epoch = max(1, steps_per_epoch)
+        self.skipped: int | None = None
+        self._thread: threading.Thread | None = None
+        self.reports: list[tuple[int, int]] = []  # (epoch, skipped records)
+
+    def _scan(self) -> None:
+        from tfperf.data.inputs import skipped_per_epoch
+
+        self.skipped = skipped_per_epoch(self.cfg, training=True)
+
+    def on_train_begin(self, run: RunState) -> None:
+        self._epoch = run.step // self.steps_per_epoch
+        self._thread = threading.Thread(target=self._scan, name="corrupt-scan", daemon=True)
+        self._thread.start()
+
+    def _report(self, run: RunState, epoch: int) -> None:
+        import tensorflow as tf
+
+        if self._thread is not None:
+            self._thread.join()  # the scan reads each shard once; done long before an epoch
+        skipped = self.skipped or 0
+        self.reports.append((epoch, skipped))
+        run.extra["corrupt_skipped_per_epoch"] = skipped
+        if skipped and run.is_chief:
+            print(f"epoch {epoch}: skipped {skipped} corrupt record(s) "
+                  "(pipeline.on_corrupt: skip)", file=sys.stderr, flush=True)  # fmt: skip
+        with run.train_writer.as_default(step=run.step):
+            tf.summary.scalar("input/corrupt_skipped", skipped)
+
+    def on_loop_end(self, run: RunState, step: int, logs: dict[str, float]) -> None:
+        epoch = step // self.steps_per_epoch
+        while self._epoch < epoch:  # one report per finished epoch, even if a call spans two
+            self._epoch += 1
+            self._report(run, self._epoch)
