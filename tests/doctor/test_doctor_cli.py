@@ -32,7 +32,7 @@ def write_run(tmp_path: Path, pipeline: str, model: str, batch: int = 32, extra:
 
 
 def test_compute_bound_run_gets_no_input_advice(tmp_path):
-    path = write_run(tmp_path, "wide_clean", "big_model", batch=128)
+    path = write_run(tmp_path, "wide_clean", "big_model", batch=256)
     res = run(["doctor", str(path), "--json"], tmp_path)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
@@ -43,7 +43,7 @@ def test_compute_bound_run_gets_no_input_advice(tmp_path):
     assert diag["model"] == "big"
     assert diag["compute_limit"]["examples_per_s"] > 0
     # the compute-side what-ifs were measured (other precisions, a 4x batch)
-    assert "training at batch=512" in diag["variants"]
+    assert "training at batch=1024" in diag["variants"]
     assert data["fix"] is None
 
 

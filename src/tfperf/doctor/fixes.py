@@ -269,6 +269,9 @@ def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
     for name, changes in run_file_candidates(cfg, diag):
         try:
             cand = _apply(best_cfg, changes)
+            # Side by side: the best so far re-measured right before the candidate, so that
+            # a busy machine's drift does not decide.
+            best = measure(best_cfg, "best so far")
             rate = measure(cand, name)
         except Exception as exc:  # noqa: BLE001 - a change that fails is reported, not kept
             trials.append(Trial(name, _describe(changes), None, False, str(exc)[:200]))
@@ -347,6 +350,7 @@ def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
             if checkable and not same_examples(ds, cand):
                 trials.append(Trial(name, name, None, False, "changes the examples"))
                 continue
+            best = _rate(cfg, best_ds, batch, tick, "best so far")  # side by side
             rate = _rate(cfg, cand, batch, tick, name)
         except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
             trials.append(Trial(name, name, None, False, f"{type(exc).__name__}: "
@@ -357,16 +361,16 @@ def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
         if keep:
             best_ds, best = cand, rate
             changes.append(name)
-    # Run-file level changes (precision, batch size) apply to any pipeline.
+    # Precision is a run-file change that applies to any pipeline (the rewritten one here).
     kept: dict[str, Any] = {}
     best_cfg = cfg
     for name, ch in run_file_candidates(cfg, diag):
-        if not any(k.startswith("train.") or k == "pipeline.batch_size" for k in ch):
+        if not all(k.startswith("train.") for k in ch):
             continue
         try:
             cand_cfg = _apply(best_cfg, ch)
-            rate = _rate(cand_cfg, make_input_dataset(cand_cfg, training=True),
-                         cand_cfg.pipeline.batch_size, tick, name)  # fmt: skip
+            best = _rate(best_cfg, best_ds, batch, tick, "best so far")
+            rate = _rate(cand_cfg, best_ds, batch, tick, name)
         except Exception as exc:  # noqa: BLE001
             trials.append(Trial(name, _describe(ch), None, False, str(exc)[:200]))
             continue
