@@ -1,10 +1,64 @@
-"""tfperf: fast, observable TensorFlow/Keras training. The public API lives here."""
+"""tfperf: fast, observable TensorFlow/Keras training. The public API lives here.
 
-from tfperf.config import ConfigError, RunConfig, load_config
+The Python API mirrors the commands:
+
+    convert(source, out_dir, ...)            tfperf convert
+    make_input_dataset(cfg, training=True)   the run file's tf.data pipeline
+    bench_pipeline(cfg)                      tfperf bench
+    train(cfg)                               tfperf train
+    evaluate_checkpoint(cfg, path), watch()  tfperf evaluate [--watch]
+    diagnose(cfg), fix_pipeline(...)         tfperf doctor [--fix]
+
+Names that need TensorFlow are imported on first use, so `import tfperf` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tfperf.config import ConfigError, RunConfig, config_from_dict, load_config
+from tfperf.data.manifest import Manifest, load_manifest
 from tfperf.data.schema import Feature, RowError, Schema
 from tfperf.errors import UserError
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "Feature", "RowError", "RunConfig", "Schema", "UserError",
-           "load_config"]  # fmt: skip
+# public name -> "module:attribute", resolved lazily (PEP 562).
+_LAZY = {
+    "convert": "tfperf.data.writer:convert",
+    "write_workload_data": "tfperf.data.workload_data:write_workload_data",
+    "verify_dir": "tfperf.data.verify:verify_dir",
+    "make_dataset": "tfperf.data.pipeline:make_dataset",
+    "make_input_dataset": "tfperf.data.inputs:make_input_dataset",
+    "get_workload": "tfperf.workloads:get_workload",
+    "Workload": "tfperf.workloads.base:Workload",
+    "bench_pipeline": "tfperf.bench:bench_pipeline",
+    "measure_datasets": "tfperf.bench:measure_datasets",
+    "train": "tfperf.train.loop:train",
+    "measure_compute_limit": "tfperf.train.loop:measure_compute_limit",
+    "Hook": "tfperf.train.hooks:Hook",
+    "RunState": "tfperf.train.hooks:RunState",
+    "evaluate_checkpoint": "tfperf.train.evaluator:evaluate_checkpoint",
+    "watch": "tfperf.train.evaluator:watch",
+    "warm_start": "tfperf.train.warm_start:warm_start",
+    "diagnose": "tfperf.doctor.rules:diagnose",
+    "fix_pipeline": "tfperf.doctor.fixes:fix_pipeline",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tfperf' has no attribute '{name}'")
+    module, _, attr = _LAZY[name].partition(":")
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # cache: the next access skips __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["ConfigError", "Feature", "Manifest", "RowError", "RunConfig", "Schema",
+           "UserError", "config_from_dict", "load_config", "load_manifest", *_LAZY]  # fmt: skip
