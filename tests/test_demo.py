@@ -1,0 +1,33 @@
+"""`tfperf demo` end to end with a step limit: data made and converted, training with the
+evaluator in its own process, and a summary that names speed, input-bound fraction, loss,
+the final evaluation and where logs and checkpoints are."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_runs_with_a_step_limit(tmp_path):
+    out = tmp_path / "demo"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfperf.cli.main", "demo", "--out", str(out), "--max-steps", "40",
+         "--examples", "6000", "--json"],
+        env=env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["steps"] == 40
+    assert summary["examples_per_sec"] > 0
+    assert 0.0 <= summary["input_bound_fraction"] <= 1.0
+    assert summary["final_loss"] == summary["final_loss"]  # finite, not NaN
+    # The evaluator process evaluated the run's final checkpoint.
+    assert summary["eval"] is not None and summary["eval"]["step"] == 40
+    assert (Path(summary["checkpoints"]) / "FINAL").exists()
+    assert Path(summary["logs"], "train").is_dir()
+    assert (out / "data" / "manifest.json").exists()
+    assert summary["tensorboard"].startswith("tensorboard --logdir")
