@@ -575,7 +575,7 @@ def print_summary(result: TrainResult, console: Any = None) -> None:
     t.add_row("input wait", f"{wait} of the time (input-bound fraction)")
     if result.buffered_mean is not None:
         t.add_row("prefetch buffer", f"{result.buffered_mean:.1f} batches on average")
-    t.add_row("precision", result.precision_detail or result.precision)
+    t.add_row("precision", (result.precision_detail or result.precision).removeprefix("precision "))
     t.add_row("strategy", result.strategy)
     t.add_row("checkpoint", str(result.checkpoint or result.checkpoint_dir))
     t.add_row("TensorBoard", f"tensorboard --logdir {result.log_dir}")
