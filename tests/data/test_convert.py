@@ -530,3 +530,41 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
                 progress=False)  # fmt: skip
     assert len(m.splits["train"].shards) > 1
     assert [r["v"].item() for r in read_back(tmp_path / "o")] == list(range(5, 35))
+
+
+# ---- a built-in workload whose offline step is a closure (seed A) ------------------------------
+def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
+    from tfperf.data.workload_data import offline_preprocess_ref
+    from tfperf.data.writer import _load_preprocess
+    from tfperf.workloads import get_workload
+
+    wl = get_workload("distance_maps", image_size=16, max_clicks=2)
+    ref = offline_preprocess_ref(wl)
+    assert ref == ("workload", "distance_maps", wl.options)
+    row = next(wl.generate(1, seed=4))
+    rebuilt = _load_preprocess(ref)(row)  # what a worker process computes
+    np.testing.assert_array_equal(rebuilt["dist"], wl.offline_preprocess()(row)["dist"])
+    assert offline_preprocess_ref(TinyWorkload()) is _scale  # not built in: the function
+
+
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_convert_distance_maps_workload_cli(tmp_path, cli, workers):
+    from tfperf.workloads.distance_maps import distance_maps
+
+    out = tmp_path / "d"
+    # Small shards so that several workers get work.
+    res = cli("convert", "--workload", "distance_maps", "--examples", "64",
+              "--eval-examples", "16", "--out", out, "--workers", str(workers),
+              "--shard-size", "64KiB", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "in this process" not in res.output  # the workers did the work
+    m = load_manifest(out)
+    assert {k: v.records for k, v in m.splits.items()} == {
+        "train": 64, "eval": 16, "train_raw": 64, "eval_raw": 16}  # fmt: skip
+    assert len(m.splits["train"].shards) > workers
+    assert m.preprocess.startswith("workload distance_maps: offline_preprocess(")
+    for split in ("train", "eval"):
+        raw, tuned = read_back(out, f"{split}_raw"), read_back(out, split)
+        for r, t in zip(raw, tuned, strict=True):
+            np.testing.assert_array_equal(t["image"], r["image"])
+            np.testing.assert_array_equal(t["dist"], distance_maps(r["clicks"], 64))

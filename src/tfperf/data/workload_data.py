@@ -18,6 +18,22 @@ from tfperf.workloads.base import Workload
 EVAL_SEED_OFFSET = 1_000_003
 
 
+def offline_preprocess_ref(workload: Workload) -> Any:
+    """The workload's offline step as `convert` takes it: ("workload", name, options) when
+    get_workload rebuilds the same workload (worker processes then rebuild the step, a
+    closure that does not pickle), else the function itself; None when it has none."""
+    fn = workload.offline_preprocess()
+    if fn is None:
+        return None
+    from tfperf.workloads import get_workload
+
+    try:
+        same = type(get_workload(workload.name, **workload.options)) is type(workload)
+    except (ValueError, TypeError):  # not built in, or options it does not take
+        same = False
+    return ("workload", workload.name, dict(workload.options)) if same else fn
+
+
 def write_workload_data(
     workload: Workload,
     out_dir: str | Path,
@@ -33,7 +49,7 @@ def write_workload_data(
     """Writes splits train/eval (and train_raw/eval_raw when the original needs raw rows)
     into out_dir and returns the manifest that lists them all."""
     manifest: Manifest | None = None
-    pre = workload.offline_preprocess()
+    pre = offline_preprocess_ref(workload)
     plan: list[tuple[str, int, int, bool]] = [
         ("train", examples, seed, True),
         ("eval", eval_examples, seed + EVAL_SEED_OFFSET, True),

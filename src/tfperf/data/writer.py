@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import gzip
 import hashlib
 import itertools
@@ -75,7 +76,7 @@ class _Task:
     where: str  # the source, for messages
     source: RowSource | None  # None: rows come inside each job (iterables)
     schema: Schema
-    preprocess: Any  # a callable, a 'module:function' string, or None
+    preprocess: Any  # a callable, a 'module:function' string, a WorkloadRef, or None
     compression: str
     on_bad_row: str
 
@@ -117,8 +118,25 @@ def _init_worker(task: _Task, queue: Any) -> None:
 def _set_task(task: _Task) -> None:
     global _TASK, _PRE
     _TASK = task
-    pre = task.preprocess
-    _PRE = load_object(pre, field="--preprocess") if isinstance(pre, str) else pre
+    _PRE = _load_preprocess(task.preprocess)
+
+
+def is_workload_ref(value: Any) -> bool:
+    """True for ("workload", name, options): a built-in workload's offline_preprocess."""
+    return (isinstance(value, tuple) and len(value) == 3 and value[0] == "workload"
+            and isinstance(value[1], str) and isinstance(value[2], dict))  # fmt: skip
+
+
+def _load_preprocess(pre: Any) -> Callable[[Any], Any] | None:
+    """The function itself from what a task carries (in a worker: rebuilt from a name)."""
+    if isinstance(pre, str):
+        return load_object(pre, field="--preprocess")
+    if is_workload_ref(pre):
+        from tfperf.workloads import get_workload
+
+        # Its offline step is a closure over the options: rebuild it, it does not pickle.
+        return get_workload(pre[1], **pre[2]).offline_preprocess()
+    return pre
 
 
 class _HashingSink:
@@ -281,14 +299,43 @@ def _compression(value: str | None) -> str:
 
 
 def _resolve_preprocess(preprocess: Any) -> tuple[Callable[[Any], Any] | None, str | None]:
+    """(the function to call here, its description for the manifest and resume checks)."""
     if preprocess is None:
         return None, None
     if isinstance(preprocess, str):
         return load_object(preprocess, field="--preprocess"), preprocess
+    if is_workload_ref(preprocess):
+        _, name, options = preprocess
+        opts = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items()))
+        return _load_preprocess(preprocess), f"workload {name}: offline_preprocess({opts})"
     if not callable(preprocess):
-        raise ConvertError(f"preprocess: expected a callable or 'module:function', "
-                           f"found {preprocess!r}")  # fmt: skip
+        raise ConvertError(f"preprocess: expected a callable, 'module:function' or "
+                           f"('workload', name, options), found {preprocess!r}")  # fmt: skip
     return preprocess, f"{preprocess.__module__}:{getattr(preprocess, '__qualname__', '?')}"
+
+
+def _task_for_workers(task: _Task, preprocess: Any) -> tuple[_Task | None, str]:
+    """`task` as spawned workers can receive it, or None with the reason they cannot.
+
+    The function object is sent when it pickles; otherwise what workers can load or
+    rebuild it from (a 'module:function' name, a built-in workload's name and options).
+    """
+    if isinstance(preprocess, str):
+        tries = [preprocess]  # a name the user gave: workers import it as written
+    elif is_workload_ref(preprocess):
+        tries = [task.preprocess, preprocess]
+    else:
+        tries = [task.preprocess]  # a plain callable has no name to fall back to
+    reason = ""
+    for pre in tries:
+        candidate = dataclasses.replace(task, preprocess=pre)
+        try:
+            pickle.dumps(candidate)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure means "send it otherwise"
+            reason = str(exc)
+            continue
+        return candidate, ""
+    return None, reason
 
 
 def _save_json(path: Path, data: Any) -> None:
@@ -329,7 +376,7 @@ def convert(
     schema: Schema | None = None,
     name: str | None = None,
     split: str = "train",
-    preprocess: Callable[[dict[str, Any]], dict[str, Any]] | str | None = None,
+    preprocess: Callable[[dict[str, Any]], dict[str, Any]] | str | tuple | None = None,
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     workers: int | None = None,
     compression: str = "",
@@ -345,10 +392,12 @@ def convert(
     dict rows) into split `split` of the sharded TFRecord dataset in `out_dir`.
 
     schema: of the written records (None: inferred from the source, or from the first
-    preprocessed row); preprocess: applied to each row once, here (a callable or
-    'module:function'); on_bad_row: 'error' stops at the first bad row (shards already
-    finished stay), 'skip' writes it to NAME-SPLIT.rejects.jsonl; resume: continue an
-    interrupted run. Returns the updated manifest (other splits in out_dir are kept).
+    preprocessed row); preprocess: applied to each row once, here (a callable,
+    'module:function', or ("workload", name, options) for a built-in workload's
+    offline_preprocess, which worker processes rebuild); on_bad_row: 'error' stops at
+    the first bad row (shards already finished stay), 'skip' writes it to
+    NAME-SPLIT.rejects.jsonl; resume: continue an interrupted run. Returns the updated
+    manifest (other splits in out_dir are kept).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -449,16 +498,18 @@ def convert(
     jobs = _jobs(src, plan, name, split, set(finished))
     todo = plan.num_shards - len(finished)
     workers = max(1, min(workers or min(4, os.cpu_count() or 1), todo))
+    # In this process the function object itself is used; workers get what pickles.
     task = _Task(str(out), src.path, src if src.random_access else None, schema,
-                 pre_spec if isinstance(preprocess, str) else pre_fn, comp, on_bad_row)  # fmt: skip
+                 pre_fn, comp, on_bad_row)  # fmt: skip
     if workers > 1:
-        try:
-            pickle.dumps(task)
-        except Exception as exc:
-            notes = [f"preprocess/source cannot be sent to worker processes ({exc}); "
+        sendable, reason = _task_for_workers(task, preprocess)
+        if sendable is None:
+            notes = [f"preprocess/source cannot be sent to worker processes ({reason}); "
                      f"converting in this process"]  # fmt: skip
             _print_notes(notes, progress)
             workers = 1
+        else:
+            task = sendable
 
     def on_done(res: dict[str, Any]) -> None:
         if "error" in res:
