@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
@@ -146,3 +147,65 @@ def test_fix_trials_never_keep_a_change_that_alters_examples(tmp_path):
     g = lint.read_graph(ds)
     moved = batch_before_map(g, ds)[0]
     assert same_examples(ds, moved)
+
+
+# ---- the optimized run file works wherever it is written -----------------------------------
+PATHS = {"data.dir": "data", "train.out_dir": "out/run1", "train.init_from": "../ckpt/ckpt-3",
+         "train.cluster": "/etc/cluster.yaml", "pipeline.cache_records": "cache/records",
+         "pipeline.cache_preprocessed": True}  # fmt: skip
+
+
+def _value(cfg, key: str):
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def test_relocate_paths_names_the_same_files_from_the_new_folder(tmp_path):
+    from tfperf.config import dump_config
+    from tfperf.doctor.fixes import relocate_paths
+
+    run = tmp_path / "proj" / "run.yaml"
+    run.parent.mkdir()
+    sections: dict = {}
+    for key, value in PATHS.items():
+        section, name = key.split(".")
+        sections.setdefault(section, {})[name] = value
+    run.write_text(yaml.safe_dump(sections))
+    cfg = load_config(run)
+    for out in (tmp_path / "elsewhere" / "deep" / "run.optimized.yaml",
+                tmp_path / "proj" / "run.optimized.yaml"):  # fmt: skip
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump_config(relocate_paths(cfg, out)))
+        moved = load_config(out)
+        for key, value in PATHS.items():
+            if isinstance(value, str):
+                assert moved.resolve(_value(moved, key)) == cfg.resolve(value), key
+                assert Path(_value(moved, key)).is_absolute() == value.startswith("/"), key
+            else:
+                assert _value(moved, key) is value  # a flag is not a path
+    assert moved.data.dir == "data" and moved.train.init_from == "../ckpt/ckpt-3"  # same folder
+    far = cfg.model_copy()
+    far.source = "/srv/project/run.yaml"  # shares only '/' with tmp_path: written absolute
+    assert relocate_paths(far, tmp_path / "x.yaml").data.dir == "/srv/project/data"
+
+
+def test_fix_writes_a_run_file_that_works_in_another_folder(tmp_path):
+    write_tfperf_data(tmp_path / "proj" / "data")
+    run = tmp_path / "proj" / "run.yaml"
+    # An already tuned pipeline: few candidates to measure; the paths are what is tested.
+    run.write_text(
+        "data:\n  dir: data\n  label: y\n"
+        "model:\n  name: slow_pipelines:tiny_model\n  loss: mse\n"
+        "pipeline:\n  batch_size: 32\n  deterministic: false\n  cache_records: true\n"
+        "train:\n  out_dir: runs/a\n"
+        f"doctor: {FAST}\n"
+    )
+    cfg = load_config(run)
+    out = tmp_path / "tuned" / "run.optimized.yaml"
+    fix_pipeline(cfg, diagnose(cfg), out=out)
+    fixed = load_config(out)
+    assert fixed.data.dir == "../proj/data"
+    assert fixed.resolve(fixed.data.dir) == cfg.resolve(cfg.data.dir)
+    assert fixed.resolve(fixed.train.out_dir) == str(tmp_path / "proj" / "runs" / "a")
+    b = make_input_dataset(fixed, training=False)  # reads the data from its new place
+    assert sum(example_multiset(b).values()) == 512

@@ -186,7 +186,7 @@ def make_input_dataset(
         preprocess = _split_label(cfg.data.label)
     return make_dataset(
         src.files(split),
-        cfg.pipeline,
+        _resolved_pipeline(cfg),
         training=training,
         parse=schema.parse_batch,
         parse_one=schema.parse_one,
@@ -198,6 +198,13 @@ def make_input_dataset(
         batch_size=batch,
         stop_after=stop_after,
     )
+
+
+def _resolved_pipeline(cfg: RunConfig) -> Any:
+    """cfg.pipeline with cache file paths relative to the run file, like every other path."""
+    changes = {k: cfg.resolve(v) for k in ("cache_records", "cache_preprocessed")
+               if isinstance(v := getattr(cfg.pipeline, k), str) and v}  # fmt: skip
+    return cfg.pipeline.model_copy(update=changes) if changes else cfg.pipeline
 
 
 def _split_label(label: str) -> Any:

@@ -68,6 +68,39 @@ def default_output(runfile: str | None, cfg: Any) -> Path:
     return Path("doctor.optimized.yaml")
 
 
+# Run-file keys that hold paths relative to the run file's folder (see RunConfig.resolve).
+PATH_KEYS = ("data.dir", "train.out_dir", "train.init_from", "train.cluster",
+             "pipeline.cache_records", "pipeline.cache_preprocessed")  # fmt: skip
+
+
+def relocate_paths(cfg: Any, out: Path) -> Any:
+    """A copy of `cfg` whose relative paths name the same files from `out`'s folder: they
+    were relative to cfg.source's folder (the working directory for a run file built in
+    memory), now they are relative to where the optimized run file is written; absolute
+    when the two folders share nothing but the file system's root."""
+    import os
+
+    base = Path(cfg.source).parent if cfg.source else Path.cwd()
+    folder = Path(out).resolve().parent
+    new = cfg.model_copy(deep=True)
+    for key in PATH_KEYS:
+        section, name = key.split(".")
+        value = getattr(getattr(new, section), name)
+        if not isinstance(value, str) or not value or Path(value).is_absolute():
+            continue  # unset, a flag (cache in RAM), or already absolute
+        target = (base / value).resolve()
+        try:
+            shared = Path(os.path.commonpath([target, folder]))
+            moved = (
+                str(target) if shared == Path(shared.anchor) else os.path.relpath(target, folder)
+            )
+        except ValueError:  # another drive (Windows): only an absolute path works
+            moved = str(target)
+        setattr(getattr(new, section), name, moved)
+    new.source = cfg.source
+    return new
+
+
 # ---- multiset of examples ----------------------------------------------------------------
 def example_multiset(ds: Any, limit: int = MAX_COMPARE) -> collections.Counter:
     """Each example of `ds` (batches split into rows) as bytes, counted."""
@@ -283,7 +316,8 @@ def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
             best_cfg, best = cand, rate
             kept.update(changes)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_yaml_header(trials, before, best) + dump_config(best_cfg))
+    text = dump_config(relocate_paths(best_cfg, out))
+    out.write_text(_yaml_header(trials, before, best) + text)
     return FixResult(before, best, trials, [str(out)], run_file_changes=kept)
 
 
@@ -386,7 +420,8 @@ def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
                                    before, best))  # fmt: skip
     written.append(str(md))
     if kept:
-        out.write_text(_yaml_header(trials, before, best) + dump_config(best_cfg))
+        text = dump_config(relocate_paths(best_cfg, out))
+        out.write_text(_yaml_header(trials, before, best) + text)
         written.append(str(out))
     return FixResult(before, best, trials, written, kept, changes, dataset=best_ds)
 
