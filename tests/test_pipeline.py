@@ -314,3 +314,19 @@ def test_skipped_per_epoch_reads_the_run_files_manifest(tmp_path):
     assert skipped_per_epoch(cfg) == 0
     corrupt(files[3], record=45)
     assert skipped_per_epoch(cfg) == 5
+
+
+def test_cache_preprocessed_in_training_replays_the_first_epoch(tmp_path):
+    # The repeat comes after the cache: epoch 1 fills it, later epochs replay the same
+    # batches (reordered). A repeat before the cache would fill it forever, never replay.
+    files = write_shards(tmp_path, shards=2)
+    opts = PipelineConfig(batch_size=8, shuffle_buffer=100, cache_preprocessed=True, seed=3)
+    ds = make_dataset(files, opts, training=True, parse=SCHEMA.parse_batch)
+    per_epoch = 2 * PER_SHARD // 8
+    batches = [frozenset(b["id"].numpy().tolist()) for b in ds.take(3 * per_epoch)]
+    epochs = [set(batches[i * per_epoch : (i + 1) * per_epoch]) for i in range(3)]
+    assert len(epochs[0]) == per_epoch
+    assert epochs[0] == epochs[1] == epochs[2]
+    # Batches keep their static size (drop_remainder), raw-bytes features included.
+    assert ds.element_spec["img"].shape == (8, 2, 2)
+    assert ds.element_spec["id"].shape == (8,)

@@ -5,6 +5,8 @@ order. Each stage carries a one-line comment on why it sits where it does.
     -> [cache raw records] -> shuffle records -> repeat -> batch -> parse_example (one
     per batch) -> workload preprocessing on whole batches -> [cache] -> prefetch
 
+(with cache_preprocessed, training repeats after the cache instead: see that stage)
+
 `make_dataset(..., stop_after=STAGE)` cuts the pipeline after a stage; `tfperf bench`
 measures every such prefix to find the slow stage. A corrupt shard either stops the run
 with an error naming the file (`naming_corrupt_shards`) or, with on_corrupt=skip, loses
@@ -181,8 +183,11 @@ def make_dataset(
             ds = ds.shuffle(plan.granted, seed=seed, reshuffle_each_iteration=True)
     if done("shuffle"):
         return ds
-    # Repeat before batch so that batches never straddle a short epoch end.
-    if training and options.repeat:
+    # Repeat before batch so that batches never straddle a short epoch end. With
+    # cache_preprocessed the repeat moves after the cache: a cache fed an endless stream
+    # never finishes its first epoch, so it only grows and is never read back.
+    repeat_after_cache = bool(options.cache_preprocessed) and training and options.repeat
+    if training and options.repeat and not repeat_after_cache:
         ds = ds.repeat()
     if done("repeat"):
         return ds
@@ -225,6 +230,8 @@ def make_dataset(
         ds = ds.cache(path)
         if training:
             ds = ds.shuffle(64, seed=seed)  # reorders cached batches each epoch
+        if repeat_after_cache:
+            ds = ds.repeat()  # epoch 1 fills the cache, later epochs replay it
     if done("cache"):
         return ds
     # Prefetch overlaps input with the step that consumes it: the queue of the seeds.

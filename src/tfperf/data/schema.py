@@ -214,8 +214,10 @@ class Schema(BaseModel):
             tf_dtype = tf.string if f.dtype == "bytes" else tf.as_dtype(f.dtype)
             if f.raw:
                 flat = tf.io.decode_raw(t, tf_dtype, little_endian=True)
-                # rank is static: 0 for one example, 1 for a batch; keeps shapes static
-                t = tf.reshape(flat, [-1, *f.shape] if t.shape.rank == 1 else list(f.shape))
+                # rank is static: 0 for one example, 1 for a batch; keeps shapes static,
+                # the batch size too when known (as parse_example does for other features)
+                n = (t.shape[0] or -1) if t.shape.rank == 1 else None
+                t = tf.reshape(flat, [n, *f.shape] if n is not None else list(f.shape))
             elif t.dtype != tf_dtype:
                 t = tf.cast(t, tf_dtype)
             out[f.name] = t

@@ -146,9 +146,13 @@ class DeblurWorkload(Workload):
         cols = offsets[:, 1:] + steps  # [B, P]
         index = rows[:, :, None] + cols[:, None, :]
 
+        # Keeps the static batch size (drop_remainder) that the gather loses: the train
+        # function is then traced on the same shapes as a cached batch (compute limit).
+        static = [batch["sharp"].shape[0] or -1, p, p, 3]
+
         def crop(images: tf.Tensor) -> tf.Tensor:
             pixels = tf.gather(tf.reshape(images, [-1, 3]), index)  # [B, P, P, 3] uint8
-            return tf.cast(pixels, tf.float32) / 255.0
+            return tf.reshape(tf.cast(pixels, tf.float32) / 255.0, static)
 
         return crop(batch["blurred"]), crop(batch["sharp"])
 
