@@ -255,3 +255,29 @@ def wide_model():
     h = keras.layers.Dense(2048, activation="relu")(inputs)
     h = keras.layers.Dense(2048, activation="relu")(h)
     return keras.Model(inputs, keras.layers.Dense(1)(h), name="wide")
+
+
+def float32_slow_model():
+    """Sleeps 20 ms per step when built under float32 only: the precision what-if then
+    measures another policy faster on any CPU (the finding follows measurement)."""
+    import time
+
+    import keras
+
+    slow = keras.config.dtype_policy().name == "float32"
+
+    class Nap(keras.layers.Layer):
+        def call(self, x):
+            def nap(t):
+                time.sleep(0.02)
+                return t
+
+            y = tf.py_function(nap, [x], x.dtype)
+            y.set_shape(x.shape)
+            return y
+
+    inputs = keras.Input((WIDE,))
+    h = keras.layers.Dense(64, activation="relu")(inputs)
+    if slow:
+        h = Nap()(h)
+    return keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(h), name="f32slow")

@@ -136,7 +136,7 @@ def test_slow_pipeline_named_first(pipeline, code, extra, records):
 # The compute-side findings: a well-fed model that a bigger batch or another precision helps.
 COMPUTE_CASES = [
     ("small_batch", "clean", "mlp_model", 2, ["batch"]),
-    ("precision", "wide_clean", "wide_model", 64, ["precision"]),
+    ("precision", "wide_clean", "float32_slow_model", 64, ["precision"]),
 ]
 
 
