@@ -247,16 +247,6 @@ def mlp_model():
     return keras.Model(inputs, keras.layers.Dense(1)(h), name="mlp")
 
 
-def wide_model():
-    """Matmul-bound: bfloat16 pays off on CPUs with AVX512_BF16, a larger batch does not."""
-    import keras
-
-    inputs = keras.Input((WIDE,))
-    h = keras.layers.Dense(2048, activation="relu")(inputs)
-    h = keras.layers.Dense(2048, activation="relu")(h)
-    return keras.Model(inputs, keras.layers.Dense(1)(h), name="wide")
-
-
 def float32_slow_model():
     """Sleeps 20 ms per step when built under float32 only: the precision what-if then
     measures another policy faster on any CPU (the finding follows measurement)."""
