@@ -53,7 +53,7 @@ from tfperf.train.strategy import (
     make_strategy,
 )
 
-__all__ = ["TrainResult", "build_model_and_loss", "train"]
+__all__ = ["ComputeLimit", "TrainResult", "build_model_and_loss", "compute_limit", "train"]
 
 # `steps_per_loop: auto` aims for calls of this length: long enough that the per-call
 # Python round trip is amortised, short enough for timely logs, checkpoints and signals.
@@ -591,12 +591,24 @@ def print_summary(result: TrainResult, console: Any = None) -> None:
         console.print(s)
 
 
-def measure_compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | None = None,
-                          steps_per_loop: int = 50) -> float:  # fmt: skip
-    """The compute limit in examples/s: the run file's model and train function fed one
-    batch cached in memory (input costs ~nothing), one device, after a warm-up call.
+@dataclass(frozen=True)
+class ComputeLimit:
+    """What the model alone can do: examples/s fed one cached batch, and the process's CPU
+    time (all threads) per example meanwhile."""
 
-    A run is "near the limit" when its end-to-end examples/s is close to this number.
+    examples_per_sec: float
+    cpu_us_per_example: float
+    precision: str
+    steps: int
+
+
+def compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | None = None,
+                  steps_per_loop: int = 50) -> ComputeLimit:  # fmt: skip
+    """The run file's model and train function fed one batch cached in memory (input costs
+    ~nothing), one device, after a warm-up call.
+
+    A run is "near the limit" when its end-to-end examples/s is close to this rate; the
+    CPU time per example shows what the input adds on a machine whose cores it shares.
     """
     import keras
     import tensorflow as tf
@@ -614,11 +626,20 @@ def measure_compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | 
         del source  # stop its background threads: the limit must not share the CPU with them
         it = iter(tf.data.Dataset.from_tensors(batch).repeat())
         _run_call(info, parts.train_step, it, steps_per_loop)  # trace and warm up
-        done, t0 = 0, time.perf_counter()
+        done, t0, cpu0 = 0, time.perf_counter(), time.process_time()
         while done < steps:
             n = min(steps_per_loop, steps - done)
             _run_call(info, parts.train_step, it, n)
             done += n
-        return steps * cfg.pipeline.batch_size / (time.perf_counter() - t0)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        examples = steps * cfg.pipeline.batch_size
+        return ComputeLimit(examples / wall, 1e6 * cpu / examples, policy, steps)
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+def measure_compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | None = None,
+                          steps_per_loop: int = 50) -> float:  # fmt: skip
+    """The compute limit in examples/s (see `compute_limit`)."""
+    return compute_limit(cfg, steps=steps, precision=precision,
+                         steps_per_loop=steps_per_loop).examples_per_sec  # fmt: skip
