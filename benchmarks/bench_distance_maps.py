@@ -162,7 +162,7 @@ def main() -> int:
     res64 = compare(64, n, small, repeats)
     res256 = compare(256, n // 4, big, max(2, repeats - 2))
     took = time.perf_counter() - t0
-    near = med(res64["train tuned"]) / med(res64["compute"])
+    near = ratio(res64["train tuned"], res64["compute"])  # paired, like the table's ratios
     print("## Seed A: distance maps per step (Python, per pixel and click) vs computed once "
           "in convert\n")  # fmt: skip
     print(f"{machine()}. distance_maps workload, batch 32, {n} examples at 64x64 and "
@@ -175,8 +175,9 @@ def main() -> int:
     print(f"\nThe original's Python distance maps cost {cost[64]:.1f} ms per 64x64 image and "
           f"{cost[256]:.0f} ms per 256x256 image here; the seed's 2.4 images/s implies "
           f"~{SEED_MS_PER_IMAGE:.0f} ms per image. tfperf's training runs at "
-          f"{near:.0%} of the compute limit at 64x64: once the maps are precomputed the "
-          "U-Net's compute bounds training on this CPU, so the training ratio cannot exceed "
+          f"{near:.0%} of the compute limit at 64x64 (median of pairs): once the maps are "
+          "precomputed the U-Net's compute bounds training on this CPU, so the training "
+          "ratio cannot exceed "
           "compute limit / original (the 'ceiling' rows). The seed's GPU had a compute "
           "limit far above its 2.4 images/s input, hence its ~20x.")  # fmt: skip
     return 0
