@@ -330,3 +330,13 @@ def test_cache_preprocessed_in_training_replays_the_first_epoch(tmp_path):
     # Batches keep their static size (drop_remainder), raw-bytes features included.
     assert ds.element_spec["img"].shape == (8, 2, 2)
     assert ds.element_spec["id"].shape == (8,)
+
+
+def test_cache_bytes_and_the_ram_warning():
+    from tfperf.data.pipeline import _warn_if_cache_exceeds_ram, cache_bytes
+
+    spec = ({"b": tf.TensorSpec([8, 4], tf.float32)}, tf.TensorSpec([8, 1], tf.uint8))
+    assert cache_bytes(spec, 10) == 10 * (8 * 4 * 4 + 8)
+    assert cache_bytes(tf.TensorSpec([None, 4], tf.float32), 10) is None
+    with pytest.warns(UserWarning, match=r"cache_preprocessed: .* GiB of RAM"):
+        _warn_if_cache_exceeds_ram(spec, 1e15)  # ~10^17 bytes: more than any machine

@@ -227,6 +227,8 @@ def make_dataset(
     # it freezes the order within the cache, so the caller opts in.
     if options.cache_preprocessed:
         path = "" if options.cache_preprocessed is True else str(options.cache_preprocessed)
+        if not path and records:
+            _warn_if_cache_exceeds_ram(ds.element_spec, records / batch)
         ds = ds.cache(path)
         if training:
             ds = ds.shuffle(64, seed=seed)  # reorders cached batches each epoch
@@ -240,6 +242,37 @@ def make_dataset(
     opts.deterministic = deterministic
     opts.autotune.enabled = True  # also feeds get_model_proto (input/* metrics)
     return ds.with_options(opts)
+
+
+def cache_bytes(element_spec: Any, elements: float) -> int | None:
+    """RAM that `elements` cached elements of `element_spec` take; None when a shape is
+    not fully known."""
+    import tensorflow as tf
+
+    total = 0
+    for spec in tf.nest.flatten(element_spec):
+        shape = getattr(spec, "shape", None)
+        if shape is None or not shape.is_fully_defined() or spec.dtype == tf.string:
+            return None
+        total += shape.num_elements() * spec.dtype.size
+    return int(total * elements)
+
+
+def _warn_if_cache_exceeds_ram(element_spec: Any, elements: float) -> None:
+    import os
+
+    need = cache_bytes(element_spec, elements)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need is not None and need > free:
+        warnings.warn(
+            f"pipeline.cache_preprocessed: one epoch of preprocessed batches needs "
+            f"~{need / 2**30:.3g} GiB of RAM, more than the {free / 2**30:.3g} GiB free; "
+            "cache to a file (a path prefix) or leave it off",
+            stacklevel=3,
+        )
 
 
 def steps_per_epoch(records: int, global_batch: int) -> int:
