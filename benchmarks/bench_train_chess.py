@@ -68,7 +68,7 @@ def main() -> None:
     from tfperf.data.pipeline import steps_per_epoch
     from tfperf.train.loop import compute_limit, train
 
-    steps = args.batches or (150 if args.quick else 400)
+    steps = args.batches or (150 if args.quick else 1000)
     repeats = args.repeats or (1 if args.quick else 7)
     data_dir = args.data or str(DATA_ROOT / "chess" / "data")
     cfg0 = _cfg(data_dir, steps, "float32")
@@ -137,8 +137,8 @@ def main() -> None:
     print(f"\nThe tuned pipeline end to end reaches {e2e:.0%} of the compute limit ({verdict} "
           f"the {TARGET:.0%} target); with its preprocessed batches cached in RAM {cached:.0%} "
           f"({'meets' if cached >= TARGET else 'misses'} it). In CPU time the input adds "
-          f"{cpu_e2e - cpu_limit:.1f} us/example to the model's {cpu_limit:.1f} (the cache "
-          f"{cpu_cache - cpu_limit:.1f}): on a CPU-only machine it runs on the model's cores, "
+          f"{cpu_e2e - cpu_limit:.1f} us/example to the model's {cpu_limit:.1f} (with the "
+          f"cache {cpu_cache:.1f} in all): on a CPU-only machine it runs on the model's cores, "
           f"so with the cores to itself end to end could reach ~{cpu_limit / cpu_e2e:.0%} of "
           f"the limit, cached ~{min(1.0, cpu_limit / cpu_cache):.0%}. Last end-to-end run: "
           f"input wait {last.wait_ms_mean:.2f} ms/step, prefetch buffer "
