@@ -33,6 +33,11 @@ class Workload:
     # When True the tuned preprocessing must run per example (map before batch);
     # data/pipeline.py then maps `preprocess_example` instead of `preprocess_batch`.
     per_example: bool = False
+    # The optimizer and learning rate the train loop uses when the run file sets none.
+    optimizer: str = "adam"
+    learning_rate: float = 1e-3
+    default_optimizer: str = "adam"
+    default_learning_rate: float = 1e-3
 
     def __init__(self, **options: Any):
         self.options = options
@@ -93,3 +98,20 @@ class Workload:
         for f in self.schema().features:
             total += 200 if f.dtype == "bytes" else f.size * np.dtype(f.dtype).itemsize
         return total
+
+
+class BinaryLogitsWorkload(Workload):
+    """A workload whose model outputs logits for a binary target (per example or pixel)."""
+
+    @property  # type: ignore[override]
+    def loss(self) -> Any:
+        import keras
+
+        return keras.losses.BinaryCrossentropy(from_logits=True)
+
+    @property  # type: ignore[override]
+    def metrics(self) -> list[Any]:
+        import keras
+
+        # A logit > 0 means p > 0.5: accuracy on logits thresholds at 0.
+        return [keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")]

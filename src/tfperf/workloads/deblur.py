@@ -65,11 +65,6 @@ class DeblurWorkload(Workload):
     default_batch_size = 16
     loss = "mse"
     metrics = ("mae",)
-    default_optimizer = "adam"
-    default_learning_rate = 1e-3
-    # The names the train loop reads when the run file sets no optimizer/learning rate.
-    optimizer = default_optimizer
-    learning_rate = default_learning_rate
 
     def __init__(
         self,

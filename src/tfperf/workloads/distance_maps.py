@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfperf.data.schema import Feature, Schema
-from tfperf.workloads.base import Row, Workload
+from tfperf.workloads.base import BinaryLogitsWorkload, Row
 
 if TYPE_CHECKING:
     import keras
@@ -70,16 +70,11 @@ def distance_maps_python(clicks: Sequence[Sequence[Sequence[int]]], size: int,
     return out
 
 
-class DistanceMapsWorkload(Workload):
+class DistanceMapsWorkload(BinaryLogitsWorkload):
     name = "distance_maps"
     description = "seed A: segmentation from image + click distance maps (computed offline)"
     default_batch_size = 32
     original_needs_raw = True  # the thesis computed the maps from raw clicks every step
-    default_optimizer = "adam"
-    default_learning_rate = 1e-3
-    # The names the train loop reads when the run file sets no optimizer/learning rate.
-    optimizer = default_optimizer
-    learning_rate = default_learning_rate
 
     def __init__(
         self, image_size: int = 64, max_clicks: int = 5, clip: int = 255, filters: int = 16
@@ -97,19 +92,6 @@ class DistanceMapsWorkload(Workload):
                          filters=filters)  # fmt: skip
         self.image_size, self.max_clicks, self.clip = image_size, max_clicks, clip
         self.filters = filters
-
-    @property  # type: ignore[override]
-    def loss(self) -> Any:
-        import keras
-
-        return keras.losses.BinaryCrossentropy(from_logits=True)
-
-    @property  # type: ignore[override]
-    def metrics(self) -> list[Any]:
-        import keras
-
-        # The model outputs logits: a pixel is foreground when its logit is > 0.
-        return [keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")]
 
     # ---- data ------------------------------------------------------------------------
     def raw_schema(self) -> Schema:

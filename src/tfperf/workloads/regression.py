@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from tfperf.data.schema import Feature, Schema
-from tfperf.workloads.base import Row, Workload
+from tfperf.workloads.base import BinaryLogitsWorkload, Row
 
 if TYPE_CHECKING:
     import keras
@@ -70,16 +70,14 @@ def index_tfrecord(path: str) -> list[tuple[int, int]]:
     return out
 
 
-class RegressionWorkload(Workload):
+class RegressionWorkload(BinaryLogitsWorkload):
     name = "regression"
     description = "seed D: 1024 normal features, label = sum > 0, Dense(1024) -> logit"
     default_batch_size = 128  # the seed's batch
     # The seed's optimizer and learning rate.
-    default_optimizer = "adam"
-    default_learning_rate = 1e-2
-    # The names the train loop reads when the run file sets no optimizer/learning rate.
-    optimizer = default_optimizer
-    learning_rate = default_learning_rate
+    # The seed's Adam(1e-2); the train loop reads these when the run file sets none.
+    optimizer = default_optimizer = "adam"
+    learning_rate = default_learning_rate = 1e-2
 
     def __init__(self, features: int = 1024, hidden: int = 1024):
         if features < 1 or hidden < 1:
@@ -89,19 +87,6 @@ class RegressionWorkload(Workload):
         super().__init__(features=features, hidden=hidden)
         self.features = features
         self.hidden = hidden
-
-    @property  # type: ignore[override]
-    def loss(self) -> Any:
-        import keras
-
-        return keras.losses.BinaryCrossentropy(from_logits=True)
-
-    @property  # type: ignore[override]
-    def metrics(self) -> list[Any]:
-        import keras
-
-        # A logit > 0 means p > 0.5: the threshold of accuracy on logits is 0.
-        return [keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")]
 
     # ---- data ------------------------------------------------------------------------
     def raw_schema(self) -> Schema:
