@@ -59,6 +59,16 @@ def plan_shuffle_buffer(requested: int, record_bytes: int, budget_mb: float) -> 
     return ShuffleBudget(requested, granted, record_bytes, budget)
 
 
+# Records per block handed from the reader threads (training): ~1 MB, at most this many.
+READ_BLOCK_BYTES = 2**20
+MAX_READ_BLOCK = 256
+
+
+def read_block(record_bytes: int) -> int:
+    """Records per block for records of `record_bytes` (~1 MB blocks, 1..MAX_READ_BLOCK)."""
+    return max(1, min(MAX_READ_BLOCK, READ_BLOCK_BYTES // max(1, record_bytes)))
+
+
 def _autotune(value: int | str) -> int:
     import tensorflow as tf
 
@@ -135,6 +145,11 @@ def make_dataset(
     # Several files read at once: hides per-file latency and mixes records across shards.
     cycle = min(len(files), 16) if options.interleave_cycle == "auto" else options.interleave_cycle
     skip_corrupt = options.on_corrupt == "skip"
+    # Records leave the reader threads in blocks (training): the parallel interleave hands
+    # each element from thread to thread (~3 CPU-us, measured), which for small records
+    # costs more than reading them; ~1 MB blocks cut reading to ~1 CPU-us per record.
+    # Evaluation keeps its exact record-by-record order.
+    block = 1 if deterministic else read_block(_record_bytes(files, records, compression))
 
     def read_file(f: Any) -> Any:
         records = tf.data.TFRecordDataset(f, compression_type=compression or None,
@@ -143,15 +158,19 @@ def make_dataset(
         # moves to the next file on DataLoss), so each epoch drops the same records;
         # `skipped_records` counts them. Inside the per-file reader the error never
         # reaches the parallel interleave.
-        return records.ignore_errors(log_warning=True) if skip_corrupt else records
+        if skip_corrupt:
+            records = records.ignore_errors(log_warning=True)
+        return records.batch(block) if block > 1 else records
 
     ds = ds.interleave(
         read_file,
         cycle_length=max(1, cycle),
-        block_length=1 if deterministic else 16,
+        block_length=1 if deterministic or block > 1 else 16,
         num_parallel_calls=_autotune(options.read_parallelism),
         deterministic=deterministic,
     )  # fmt: skip
+    if block > 1:
+        ds = ds.unbatch()  # back to records, for the record shuffle
     if (
         input_context is not None
         and input_context.num_input_pipelines > 1
