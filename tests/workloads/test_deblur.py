@@ -1,5 +1,6 @@
-"""Deblur (seed B): both images of a pair get the same patch (tuned and original), tuned
-equals original on centre crops, the tuned crop is checkpointable, determinism, model."""
+"""Deblur (seed B): the raw pairs are PNG files' bytes and `convert` decodes them once;
+both images of a pair get the same patch (tuned and original), tuned equals original on
+centre crops, the tuned crop is checkpointable, determinism, `tfperf convert`, model."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import pytest
 import tensorflow as tf
 
 from tfperf.config import PipelineConfig
+from tfperf.data.manifest import load_manifest
 from tfperf.data.pipeline import make_dataset
+from tfperf.data.workload_data import write_workload_data
 from tfperf.workloads import get_workload
-from tfperf.workloads.deblur import DeblurWorkload, box_blur
+from tfperf.workloads.deblur import DeblurWorkload, box_blur, decode_png, encode_png
 
-SIZE, PATCH = 24, 16  # 81 possible offsets per image
+H, W, PATCH = 22, 27, 16  # 7 x 12 possible offsets per image; not square on purpose
+OPTS = {"image_height": H, "image_width": W, "patch": PATCH}
 
 
 def _write(path, schema, rows):
@@ -56,15 +60,23 @@ def _check_pairing(rows, batches):
     return offsets
 
 
+def _files(wl, raw_rows, tmp_path, name):
+    """(decoded rows, converted shard for the tuned pipeline, raw shard for the original)."""
+    rows = [wl.offline_preprocess()(r) for r in raw_rows]
+    tuned = [_write(tmp_path / f"{name}.tfrecord", wl.schema(), rows)]
+    raw = [_write(tmp_path / f"{name}_raw.tfrecord", wl.raw_schema(), raw_rows)]
+    return rows, tuned, raw
+
+
 @pytest.fixture
 def data(tmp_path):
-    wl = DeblurWorkload(image_size=SIZE, patch=PATCH, blur_radius=1)
-    rows = list(wl.generate(12, seed=0))
-    return wl, rows, [_write(tmp_path / "d.tfrecord", wl.schema(), rows)]
+    wl = DeblurWorkload(**OPTS, blur_radius=1)
+    rows, tuned, raw = _files(wl, list(wl.generate(12, seed=0)), tmp_path, "d")
+    return wl, rows, tuned, raw
 
 
 def test_tuned_random_crop_pairs_blurred_with_sharp(data):
-    wl, rows, files = data
+    wl, rows, files, _ = data
     offsets = _check_pairing(rows, _tuned(wl, files, 5))
     assert len(set(offsets)) > 3  # really random patches, not one fixed place
     # An unshuffled evaluation repeats its patches exactly.
@@ -73,7 +85,7 @@ def test_tuned_random_crop_pairs_blurred_with_sharp(data):
 
 
 def test_original_random_crop_pairs_blurred_with_sharp(data):
-    wl, rows, files = data
+    wl, rows, _, files = data
     batches = list(wl.original_dataset(files, 5, training=False, seed=3).as_numpy_iterator())
     assert [len(x) for x, _ in batches] == [5, 5, 2]
     offsets = _check_pairing(rows, batches)
@@ -82,7 +94,7 @@ def test_original_random_crop_pairs_blurred_with_sharp(data):
 
 def test_a_mismatched_pair_is_caught(data):
     # The check above must be able to fail: crop the two images at different places.
-    wl, rows, _ = data
+    wl, rows, _, _ = data
     sharp = rows[0]["sharp"][2 : 2 + PATCH, 3 : 3 + PATCH]
     blurred = rows[0]["blurred"][3 : 3 + PATCH, 3 : 3 + PATCH]
     with pytest.raises(AssertionError):
@@ -90,24 +102,23 @@ def test_a_mismatched_pair_is_caught(data):
 
 
 def test_center_crop_tuned_matches_original(tmp_path):
-    wl = get_workload("deblur", image_size=SIZE, patch=PATCH, crop="center")
-    rows = list(wl.generate(7, seed=1))
-    files = [_write(tmp_path / "c.tfrecord", wl.schema(), rows)]
+    wl = get_workload("deblur", **OPTS, crop="center")
+    rows, files, raw = _files(wl, list(wl.generate(7, seed=1)), tmp_path, "c")
     tuned = _tuned(wl, files, 4)
-    orig = list(wl.original_dataset(files, 4, training=False).as_numpy_iterator())
+    orig = list(wl.original_dataset(raw, 4, training=False).as_numpy_iterator())
     assert len(tuned) == len(orig) == 2
     for (tx, ty), (ox, oy) in zip(tuned, orig, strict=True):
         np.testing.assert_allclose(tx, ox, atol=1e-6)
         np.testing.assert_allclose(ty, oy, atol=1e-6)
-    np.testing.assert_array_equal(np.rint(tuned[0][1][0] * 255), rows[0]["sharp"][4:20, 4:20])
+    np.testing.assert_array_equal(np.rint(tuned[0][1][0] * 255), rows[0]["sharp"][3:19, 5:21])
 
 
 def test_crop_offsets_follow_the_batch_and_allow_checkpoints(data, tmp_path):
-    wl, rows, files = data
+    wl, rows, files, _ = data
     batch = {k: tf.constant(np.stack([r[k] for r in rows])) for k in ("blurred", "sharp")}
     first = wl.crop_offsets(batch).numpy()
     np.testing.assert_array_equal(first, wl.crop_offsets(batch).numpy())  # deterministic
-    assert first.min() >= 0 and first.max() <= SIZE - PATCH
+    assert first.min() >= 0 and first[:, 0].max() <= H - PATCH and first[:, 1].max() <= W - PATCH
     # Regrouped examples (a reshuffled epoch) draw new patches.
     regrouped = {k: tf.reverse(v, [0]) for k, v in batch.items()}
     assert not np.array_equal(wl.crop_offsets(regrouped).numpy()[::-1], first)
@@ -126,12 +137,15 @@ def test_crop_offsets_follow_the_batch_and_allow_checkpoints(data, tmp_path):
 
 
 def test_generator_is_deterministic_and_blurred_comes_from_sharp():
-    wl = DeblurWorkload(image_size=SIZE, patch=PATCH, blur_radius=2)
+    wl = DeblurWorkload(**OPTS, blur_radius=2)
     a = list(wl.generate(3, seed=4))
     b = list(wl.generate(3, seed=4))
-    c = list(wl.generate(3, seed=5))
-    for ra, rb, rc in zip(a, b, c, strict=True):
-        np.testing.assert_array_equal(ra["sharp"], rb["sharp"])
+    assert all(r["sharp"][:8] == b"\x89PNG\r\n\x1a\n" for r in a)  # raw rows are PNG files
+    assert a == b  # the same bytes
+    pre = wl.offline_preprocess()
+    a, c = [pre(r) for r in a], [pre(r) for r in wl.generate(3, seed=5)]
+    for ra, rc in zip(a, c, strict=True):
+        assert ra["sharp"].shape == (H, W, 3) and ra["sharp"].dtype == np.uint8
         assert not np.array_equal(ra["sharp"], rc["sharp"])
         np.testing.assert_array_equal(ra["blurred"], box_blur(ra["sharp"], 2))
         assert not np.array_equal(ra["blurred"], ra["sharp"])
@@ -146,9 +160,20 @@ def test_box_blur_on_known_values():
     np.testing.assert_array_equal(box_blur(flat, 2), flat)  # edges replicated
 
 
+def test_png_round_trip_and_bad_size():
+    img = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(decode_png(encode_png(img)), img)  # lossless
+    with pytest.raises(ValueError, match=r"expected \(22, 27, 3\)"):
+        DeblurWorkload(**OPTS).offline_preprocess()(
+            {"blurred": encode_png(img), "sharp": encode_png(img)}
+        )
+    with pytest.raises(ValueError, match="not a PNG"):
+        decode_png(b"GIF89a")
+
+
 def test_original_sequence_feeds_model_fit(data):
-    wl, _, files = data
-    small = DeblurWorkload(image_size=SIZE, patch=PATCH, filters=4, blocks=1)
+    wl, _, _, files = data
+    small = DeblurWorkload(**OPTS, filters=4, blocks=1)
     seq = small.original_sequence(files, 4, seed=0)
     assert isinstance(seq, keras.utils.PyDataset)
     assert len(seq) == 3  # 12 records, training drops no remainder here
@@ -164,11 +189,36 @@ def test_original_sequence_feeds_model_fit(data):
 
 
 def test_model_output_shape_and_options():
-    wl = DeblurWorkload(image_size=SIZE, patch=PATCH, filters=8, blocks=2)
+    wl = DeblurWorkload(**OPTS, filters=8, blocks=2)
     x = np.random.default_rng(0).random((2, PATCH, PATCH, 3), dtype=np.float32)
     out = wl.build_model()(x)
     assert tuple(out.shape) == (2, PATCH, PATCH, 3) and out.dtype == "float32"
     with pytest.raises(ValueError, match="patch"):
-        DeblurWorkload(image_size=32, patch=64)
+        DeblurWorkload(image_height=32, image_width=100, patch=64)
+    with pytest.raises(ValueError, match="256"):
+        DeblurWorkload(image_height=720, image_width=1280, patch=300)
+    assert DeblurWorkload(image_height=720, image_width=1280, patch=256).patch == 256
     with pytest.raises(ValueError, match="crop"):
         DeblurWorkload(crop="corner")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_convert_writes_decoded_and_png_splits(tmp_path, workers):
+    # `tfperf convert --workload deblur`'s writer: train/eval decoded by offline_preprocess
+    # (rebuilt in worker processes from the options), train_raw/eval_raw as PNG bytes.
+    wl = get_workload("deblur", **OPTS)
+    write_workload_data(wl, tmp_path, examples=6, eval_examples=2, progress=False,
+                        workers=workers)  # fmt: skip
+    m = load_manifest(tmp_path)
+    assert set(m.splits) == {"train", "eval", "train_raw", "eval_raw"}
+    raw_rows = list(wl.generate(6, seed=0))
+    want = [wl.offline_preprocess()(r)["sharp"] for r in raw_rows]
+    got = [x for _, y in _tuned(wl, m.shard_paths(tmp_path, "train"), 6) for x in y]
+    assert len(got) == 6
+    raw = m.shard_paths(tmp_path, "train_raw")
+    recs = [wl.raw_schema().decode_numpy(r.numpy()) for r in tf.data.TFRecordDataset(raw)]
+    assert sorted(r["sharp"] for r in recs) == sorted(r["sharp"] for r in raw_rows)
+    # Converted images are the decoded PNGs (each tuned patch sits inside one of them).
+    for patch in got:
+        u8 = np.rint(patch * 255).astype(np.uint8)
+        assert sum(len(_where(img, u8)) for img in want) == 1

@@ -1,16 +1,19 @@
-"""Seed B's deblurring: (blurred, sharp) uint8 image pairs larger than the training patch;
-both images of a pair must get the same random patch.
+"""Seed B's deblurring: (blurred, sharp) full-size image pairs, stored as PNG files are,
+from which training crops patches; both images of a pair must get the same random patch.
 
-Holds the generator, the tuned whole-batch crop (one gather with per-example offsets, so
-the pair cannot drift apart), the tutorial's original Keras PyDataset (numpy loading and
-cropping in Python; `original_sequence` for `model.fit`, `original_dataset` for tf.data)
-and a small fully convolutional ResNet-style model.
+Holds the generator (PNG-encoded pairs), the offline step `convert` runs once (decode both
+PNGs: the tutorial's "cache of loaded images before patch selection", done offline), the
+tuned whole-batch crop (one gather with per-example offsets, so the pair cannot drift
+apart), the tutorial's original Keras PyDataset (per item: read the record, decode both
+PNGs with PIL, crop in Python; `original_sequence` for `model.fit`, `original_dataset` for
+tf.data) and a small fully convolutional ResNet-style model.
 """
 
 from __future__ import annotations
 
+import io
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +28,27 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 CROPS = ("random", "center")
+MAX_PATCH = 256  # the tutorial's patch
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """(H, W, 3) uint8 -> PNG bytes (PIL's default compression, as image files are saved)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """PNG bytes -> (H, W, 3) uint8, decoded by PIL (as the tutorial's loader read files)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
+            return np.asarray(img.convert("RGB"))
+    except UnidentifiedImageError:
+        raise ValueError(f"deblur: not a PNG image (starts with {bytes(data[:8])!r})") from None
 
 
 def box_blur(image: np.ndarray, radius: int) -> np.ndarray:
@@ -40,10 +64,11 @@ def box_blur(image: np.ndarray, radius: int) -> np.ndarray:
     return ((2 * win + k * k) // (2 * k * k)).astype(np.uint8)  # round half up
 
 
-def _synthetic_image(rng: np.random.Generator, size: int) -> np.ndarray:
+def _synthetic_image(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
     """A colour gradient, a few rectangles and discs, and fine noise (so every patch is
     unique, which lets tests find where a patch came from)."""
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    yy, xx = yy / height, xx / width
     c0, c1, c2 = rng.uniform(0, 255, (3, 3)).astype(np.float32)
     img = c0 + (c1 - c0) * yy[..., None] + (c2 - c0) * xx[..., None]
     for _ in range(int(rng.integers(3, 8))):
@@ -66,9 +91,12 @@ class DeblurWorkload(Workload):
     loss = "mse"
     metrics = ("mae",)
 
+    original_needs_raw = True  # the tutorial decoded the image files at every step
+
     def __init__(
         self,
-        image_size: int = 96,
+        image_height: int = 180,
+        image_width: int = 320,
         patch: int = 64,
         blur_radius: int = 2,
         crop: str = "random",
@@ -76,23 +104,35 @@ class DeblurWorkload(Workload):
         filters: int = 32,
         blocks: int = 3,
     ):
-        # 64x64 patches keep CPU steps short; the tutorial trained on 256x256.
-        if not 1 <= patch <= image_size:
+        # 64x64 patches keep CPU steps short; the tutorial trained on 256x256 patches of
+        # 1280x720 (GoPro) frames. The default 320x180 keeps its frame : patch ratio
+        # (1280 / 256 = 5 patches wide, 720 / 256 = 2.8 high): 320 = 5 x 64, 180 = 2.8 x 64.
+        if not 1 <= patch <= min(MAX_PATCH, image_height, image_width):
             raise ValueError(
-                f"deblur options: expected 1 <= patch <= image_size, found patch={patch}, "
-                f"image_size={image_size}"
+                f"deblur options: expected 1 <= patch <= min({MAX_PATCH}, image_height, "
+                f"image_width), found patch={patch}, image_height={image_height}, "
+                f"image_width={image_width}"
             )
         if crop not in CROPS:
             raise ValueError(f"deblur option crop: expected one of {CROPS}, found {crop!r}")
-        super().__init__(image_size=image_size, patch=patch, blur_radius=blur_radius, crop=crop,
-                         crop_seed=crop_seed, filters=filters, blocks=blocks)  # fmt: skip
-        self.image_size, self.patch, self.blur_radius = image_size, patch, blur_radius
+        super().__init__(image_height=image_height, image_width=image_width, patch=patch,
+                         blur_radius=blur_radius, crop=crop, crop_seed=crop_seed,
+                         filters=filters, blocks=blocks)  # fmt: skip
+        self.height, self.width = image_height, image_width
+        self.patch, self.blur_radius = patch, blur_radius
         self.crop, self.crop_seed = crop, crop_seed
         self.filters, self.blocks = filters, blocks
 
     # ---- data ------------------------------------------------------------------------
     def raw_schema(self) -> Schema:
-        shape = (self.image_size, self.image_size, 3)
+        """The pair as image files hold it: one PNG per image."""
+        return Schema.of(
+            Feature(name="blurred", dtype="bytes"), Feature(name="sharp", dtype="bytes")
+        )
+
+    def schema(self) -> Schema:
+        """The converted shards: both images decoded to uint8 pixels."""
+        shape = (self.height, self.width, 3)
         return Schema.of(
             Feature(name="blurred", dtype="uint8", shape=shape),
             Feature(name="sharp", dtype="uint8", shape=shape),
@@ -101,8 +141,22 @@ class DeblurWorkload(Workload):
     def generate(self, n: int, seed: int = 0) -> Iterator[Row]:
         rng = np.random.default_rng(seed)
         for _ in range(n):
-            sharp = _synthetic_image(rng, self.image_size)
-            yield {"blurred": box_blur(sharp, self.blur_radius), "sharp": sharp}
+            sharp = _synthetic_image(rng, self.height, self.width)
+            blurred = box_blur(sharp, self.blur_radius)
+            yield {"blurred": encode_png(blurred), "sharp": encode_png(sharp)}
+
+    def offline_preprocess(self) -> Callable[[Row], Row]:
+        """Raw row -> converted row: both PNGs decoded once, by `convert`."""
+        shape = (self.height, self.width, 3)
+
+        def decode(row: Row) -> Row:
+            out = {k: decode_png(row[k]) for k in ("blurred", "sharp")}
+            for k, v in out.items():
+                if v.shape != shape:
+                    raise ValueError(f"deblur: image '{k}' is {v.shape}, expected {shape}")
+            return out
+
+        return decode
 
     # ---- the tuned pipeline --------------------------------------------------------------
     def crop_offsets(self, batch: dict[str, tf.Tensor]) -> tf.Tensor:
@@ -117,27 +171,27 @@ class DeblurWorkload(Workload):
 
         sharp = batch["sharp"]
         n = tf.shape(sharp)[0]
-        span = self.image_size - self.patch + 1
+        h, w, p = self.height, self.width, self.patch
         if self.crop == "center":
-            return tf.fill([n, 2], (self.image_size - self.patch) // 2)
+            return tf.tile(tf.constant([[(h - p) // 2, (w - p) // 2]], tf.int32), [n, 1])
         per_example = tf.fingerprint(tf.reshape(sharp[:, 0], [n, -1]))  # first row of each
         key = tf.bitcast(tf.fingerprint(tf.reshape(per_example, [1, -1]))[0], tf.int64)
         seed = tf.stack([tf.constant(self.crop_seed, tf.int64), key])
-        rows = tf.random.stateless_uniform([n], seed, 0, span, dtype=tf.int32)
+        rows = tf.random.stateless_uniform([n], seed, 0, h - p + 1, dtype=tf.int32)
         seed_x = tf.random.experimental.stateless_fold_in(seed, 1)
-        cols = tf.random.stateless_uniform([n], seed_x, 0, span, dtype=tf.int32)
+        cols = tf.random.stateless_uniform([n], seed_x, 0, w - p + 1, dtype=tf.int32)
         return tf.stack([rows, cols], axis=1)
 
     def preprocess_batch(self, batch: dict[str, tf.Tensor]) -> tuple[Any, Any]:
         import tensorflow as tf
 
-        size, p = self.image_size, self.patch
+        h, w, p = self.height, self.width, self.patch
         offsets = self.crop_offsets(batch)
         steps = tf.range(p)
         n = tf.shape(offsets)[0]
         # Flat pixel indices [B, P, P] into [B*H*W, 3]: one gather copies whole pixels,
         # and the one index tensor serves both images, so their patches cannot differ.
-        rows = (tf.range(n)[:, None] * size + offsets[:, :1] + steps) * size  # [B, P]
+        rows = (tf.range(n)[:, None] * h + offsets[:, :1] + steps) * w  # [B, P]
         cols = offsets[:, 1:] + steps  # [B, P]
         index = rows[:, :, None] + cols[:, None, :]
 
@@ -161,7 +215,8 @@ class DeblurWorkload(Workload):
         seed: int | None = None,
         **pydataset_options: Any,
     ) -> keras.utils.PyDataset:
-        """The tutorial's loader, for `model.fit` (pydataset_options: workers, ...)."""
+        """The tutorial's loader, for `model.fit` (pydataset_options: workers, ...); `files`
+        are raw shards (PNG bytes, the split `raw_split`)."""
         return _sequence_class()(self, files, batch_size, training=training, seed=seed,
                                  **pydataset_options)  # fmt: skip
 
@@ -213,13 +268,13 @@ def _sequence_class() -> type:
     import keras
 
     class DeblurSequence(keras.utils.PyDataset):
-        """Pairs loaded from disk per batch, decoded and cropped in numpy (seed B)."""
+        """Pairs read from disk per item, both PNGs decoded by PIL, cropped in numpy (seed B)."""
 
         def __init__(self, wl: DeblurWorkload, files: Sequence[str], batch_size: int, *,
                      training: bool, seed: int | None, **kwargs: Any):  # fmt: skip
             super().__init__(**kwargs)
             self.wl, self.batch_size, self.training = wl, batch_size, training
-            self.schema = wl.raw_schema()
+            self.schema = wl.raw_schema()  # PNG bytes, decoded per item below
             self.rng = np.random.default_rng(seed)
             # Metadata in memory, pixels on disk: (file, offset, length) per record;
             # gzip shards cannot seek, so their records are held in memory instead.
@@ -241,23 +296,26 @@ def _sequence_class() -> type:
 
         def _load(self, item: tuple[str, int, int] | bytes) -> dict[str, np.ndarray]:
             if isinstance(item, bytes):
-                return self.schema.decode_numpy(item)
-            path, offset, length = item
-            with open(path, "rb") as f:
-                f.seek(offset)
-                return self.schema.decode_numpy(f.read(length))
+                row = self.schema.decode_numpy(item)
+            else:
+                path, offset, length = item
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    row = self.schema.decode_numpy(f.read(length))
+            # Whole images decoded for one patch each: the cost that starved the GPU.
+            return {k: decode_png(row[k]) for k in ("blurred", "sharp")}
 
         def __getitem__(self, idx: int) -> tuple[np.ndarray, np.ndarray]:
             if not 0 <= idx < len(self):
                 raise IndexError(f"batch {idx} of {len(self)}")
-            p, size = self.wl.patch, self.wl.image_size
+            p, h, w = self.wl.patch, self.wl.height, self.wl.width
             blurred, sharp = [], []
             for i in self.order[idx * self.batch_size : (idx + 1) * self.batch_size]:
                 row = self._load(self.items[i])
                 if self.wl.crop == "center":
-                    oy = ox = (size - p) // 2
+                    oy, ox = (h - p) // 2, (w - p) // 2
                 else:
-                    oy, ox = self.rng.integers(0, size - p + 1, 2)
+                    oy, ox = self.rng.integers(0, [h - p + 1, w - p + 1])
                 # The same (oy, ox) for both images: the pitfall the tutorial warns of.
                 blurred.append(row["blurred"][oy : oy + p, ox : ox + p])
                 sharp.append(row["sharp"][oy : oy + p, ox : ox + p])
