@@ -124,3 +124,14 @@ def test_sections_forbid_unknown_keys_on_assignment_too():
         cfg.pipeline.batch_size = 0
     with pytest.raises(ValueError):
         PipelineConfig(shuffle_ram_mb=-1)
+
+
+def test_workload_options_reach_the_workload_and_bad_ones_are_named():
+    from tfperf.data.inputs import workload_of
+    from tfperf.errors import UserError
+
+    cfg = config_from_dict({"workload": "deblur", "workload_options": {"patch": 32}})
+    assert workload_of(cfg).patch == 32
+    bad = config_from_dict({"workload": "deblur", "workload_options": {"patchh": 32}})
+    with pytest.raises(UserError, match="workload_options for 'deblur'.*patchh"):
+        workload_of(bad)

@@ -122,6 +122,8 @@ class RunConfig(_Section):
     """A whole run file."""
 
     workload: str | None = None  # a built-in workload: chess, regression, deblur, ...
+    # The workload's own knobs, e.g. {patch: 256} for deblur (see each workload's class).
+    workload_options: dict[str, Any] = {}
     data: DataConfig = DataConfig()
     pipeline: PipelineConfig = PipelineConfig()
     model: ModelConfig = ModelConfig()

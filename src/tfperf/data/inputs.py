@@ -44,7 +44,12 @@ def data_dir(cfg: RunConfig) -> Path:
 
 
 def workload_of(cfg: RunConfig) -> Workload | None:
-    return get_workload(cfg.workload) if cfg.workload else None
+    if not cfg.workload:
+        return None
+    try:
+        return get_workload(cfg.workload, **cfg.workload_options)
+    except (TypeError, ValueError) as exc:  # an unknown knob or a value the workload rejects
+        raise UserError(f"workload_options for '{cfg.workload}': {exc}") from None
 
 
 def ensure_workload_data(cfg: RunConfig, *, progress: bool = True) -> Path:

@@ -201,9 +201,9 @@ def build_target(cfg: Any, element_spec: Any, batch: int, precision: str | None 
         model, loss, _metrics = build_model_and_loss(cfg)
         wl = None
         if cfg.workload:
-            from tfperf.workloads import get_workload
+            from tfperf.data.inputs import workload_of
 
-            wl = get_workload(cfg.workload)
+            wl = workload_of(cfg)
         optimizer = prec.wrap_optimizer(make_optimizer(cfg, model, None, wl), policy)
         strategy = tf.distribute.get_strategy()
         build_model_variables(strategy, model, optimizer, element_spec)

@@ -173,9 +173,9 @@ def _element_spec(cfg: RunConfig) -> Any:
 def _workload(cfg: RunConfig) -> Any:
     if not cfg.workload:
         return None
-    from tfperf.workloads import get_workload
+    from tfperf.data.inputs import workload_of
 
-    return get_workload(cfg.workload)
+    return workload_of(cfg)
 
 
 @dataclass

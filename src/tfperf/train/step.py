@@ -39,9 +39,9 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
 
     wl = None
     if cfg.workload:
-        from tfperf.workloads import get_workload
+        from tfperf.data.inputs import workload_of
 
-        wl = get_workload(cfg.workload)
+        wl = workload_of(cfg)
     if cfg.model.name:
         here = str(__import__("pathlib").Path(cfg.source).parent) if cfg.source else None
         fn = load_object(cfg.model.name, field="model.name", search_dir=here)
