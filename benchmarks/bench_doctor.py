@@ -45,12 +45,7 @@ def main() -> int:
         original = config_from_dict({**base, "data": {**base["data"], "variant": "original"}})
         tuned = config_from_dict(base)
         say(f"{name}: data")
-        if name == "distance_maps":
-            from bench_distance_maps import ensure_data
-
-            ensure_data(original, n)  # written here: see bench_distance_maps.write_data
-        else:
-            ensure_workload_data(original, progress=False)
+        ensure_workload_data(original, progress=False)
         t0 = time.perf_counter()
         diag = diagnose(original)
         with tempfile.TemporaryDirectory() as tmp:
