@@ -15,9 +15,10 @@ def test_demo_runs_with_a_step_limit(tmp_path):
     out = tmp_path / "demo"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run(
-        [sys.executable, "-m", "tfperf.cli.main", "demo", "--out", str(out), "--max-steps", "40",
+        # A relative --out, as `make demo` gives: every path must land inside it, once.
+        [sys.executable, "-m", "tfperf.cli.main", "demo", "--out", "demo", "--max-steps", "40",
          "--examples", "6000", "--json"],
-        env=env, capture_output=True, text=True, timeout=400,
+        env=env, capture_output=True, text=True, timeout=400, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -27,6 +28,7 @@ def test_demo_runs_with_a_step_limit(tmp_path):
     assert summary["final_loss"] == summary["final_loss"]  # finite, not NaN
     # The evaluator process evaluated the run's final checkpoint.
     assert summary["eval"] is not None and summary["eval"]["step"] == 40
+    assert Path(summary["checkpoints"]) == out / "run" / "checkpoints"
     assert (Path(summary["checkpoints"]) / "FINAL").exists()
     assert Path(summary["logs"], "train").is_dir()
     assert (out / "data" / "manifest.json").exists()

@@ -67,6 +67,7 @@ def demo(
     from tfperf.data.inputs import ensure_workload_data
 
     quiet_tensorflow()
+    out = out.resolve()  # the run file lives in `out`: its paths must not be relative to it
     out.mkdir(parents=True, exist_ok=True)
     cfg = demo_config(out, max_steps, seconds, examples)
     runfile = out / "demo.yaml"
@@ -80,7 +81,7 @@ def demo(
 
     result = train(cfg, evaluator=evaluator, progress=not json_out)
     console.print("[bold]3/3[/] summary")
-    run_dir = Path(cfg.train.out_dir)
+    run_dir = Path(cfg.resolve(cfg.train.out_dir) or cfg.train.out_dir)
     last = _last_eval(run_dir)
     summary = {
         "examples_per_sec": result.examples_per_sec,
