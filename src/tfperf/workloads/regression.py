@@ -2,70 +2,59 @@
 
 Holds the generator, the tuned batch step (a cast), the seed's baseline (numpy batches
 handed over from Python every step, here through Dataset.from_generator over shards read
-in pure Python) and the seed's model. Also home of the pure-Python TFRecord reader that
-the Python-fed originals share.
+in pure Python) and the seed's model. Also home of the record iterators that the
+Python-fed originals share (over data/verify.py's TFRecord framing reader).
 """
 
 from __future__ import annotations
 
-import gzip
 import random
 import struct
 from collections.abc import Iterator, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tfperf.data.schema import Feature, Schema
+from tfperf.data.verify import (
+    FOOTER_BYTES,
+    HEADER_BYTES,
+    RecordError,
+    read_records,
+    sniff_compression,
+)
 from tfperf.workloads.base import BinaryLogitsWorkload, Row
 
 if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
-# TFRecord framing: uint64 length, uint32 CRC of the length, data, uint32 CRC of the data.
-_HEADER = struct.Struct("<QI")
-_FOOTER = 4
-
-
-def _open(path: str) -> IO[bytes]:
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    # GZIP shards (manifest compression) start with the gzip magic bytes.
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
-
 
 def iter_tfrecord(path: str) -> Iterator[bytes]:
-    """Every record of one TFRecord file, read in plain Python (no TensorFlow).
+    """Every record of one TFRecord file (plain or GZIP), read in plain Python.
 
     CRCs are not checked: this is the slow Python path of the baselines, which trust
     their files; the tuned pipeline's TFRecordDataset checks them.
     """
-    with _open(path) as f:
-        while True:
-            header = f.read(_HEADER.size)
-            if not header:
-                return
-            if len(header) < _HEADER.size:
-                raise ValueError(f"{path}: truncated TFRecord header")
-            (length, _) = _HEADER.unpack(header)
-            data = f.read(length)
-            if len(data) < length or len(f.read(_FOOTER)) < _FOOTER:
-                raise ValueError(f"{path}: truncated TFRecord (record of {length} bytes)")
+    try:
+        for _, data in read_records(path, sniff_compression(path), check_crc=False):
             yield data
+    except RecordError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def index_tfrecord(path: str) -> list[tuple[int, int]]:
-    """(offset, length) of each record's data in an uncompressed TFRecord file."""
+    """(offset, length) of each record's data in an uncompressed TFRecord file; seeks past
+    the data instead of reading it."""
     out = []
     with open(path, "rb") as f:
         offset = 0
-        while header := f.read(_HEADER.size):
-            if len(header) < _HEADER.size:
+        while header := f.read(HEADER_BYTES):
+            if len(header) < HEADER_BYTES:
                 raise ValueError(f"{path}: truncated TFRecord header")
-            (length, _) = _HEADER.unpack(header)
-            out.append((offset + _HEADER.size, length))
-            offset += _HEADER.size + length + _FOOTER
+            (length,) = struct.unpack("<Q", header[:8])
+            out.append((offset + HEADER_BYTES, length))
+            offset += HEADER_BYTES + length + FOOTER_BYTES
             f.seek(offset)
     return out
 
