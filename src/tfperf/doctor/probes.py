@@ -181,13 +181,8 @@ def build_target(cfg: Any, element_spec: Any, batch: int, precision: str | None 
     import keras
     import tensorflow as tf
 
-    from tfperf.train import precision as prec
-    from tfperf.train.step import (
-        TrainStep,
-        build_model_and_loss,
-        build_model_variables,
-        make_optimizer,
-    )
+    from tfperf.train.loop import build_train_parts
+    from tfperf.train.strategy import StrategyInfo
 
     if not isinstance(element_spec, tuple) or len(element_spec) not in (2, 3):
         raise UserError(
@@ -196,22 +191,12 @@ def build_target(cfg: Any, element_spec: Any, batch: int, precision: str | None 
         )
     policy = precision or (cfg.train.precision if cfg.train.precision != "auto" else "float32")
     before = keras.config.dtype_policy()
-    prec.set_policy(policy)
     try:
-        model, loss, _metrics = build_model_and_loss(cfg)
-        wl = None
-        if cfg.workload:
-            from tfperf.data.inputs import workload_of
-
-            wl = workload_of(cfg)
-        optimizer = prec.wrap_optimizer(make_optimizer(cfg, model, None, wl), policy)
-        strategy = tf.distribute.get_strategy()
-        build_model_variables(strategy, model, optimizer, element_spec)
-        step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
-        train_step = TrainStep(model, optimizer, loss, {}, strategy, batch, step_var)
+        info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
+        parts = build_train_parts(cfg, info, policy, element_spec, None, batch, metrics=False)
     finally:
         keras.config.set_dtype_policy(before)
-    return StepTarget(model, train_step, policy, batch)
+    return StepTarget(parts.model, parts.train_step, policy, batch)
 
 
 def _run_steps(target: StepTarget, it: Any, steps: int) -> tuple[float, float]:

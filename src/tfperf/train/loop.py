@@ -179,18 +179,28 @@ def _workload(cfg: RunConfig) -> Any:
 
 
 @dataclass
-class _Parts:
+class TrainParts:
     model: Any
     optimizer: Any
     step_var: Any
     train_step: TrainStep
 
 
-def _build(cfg: RunConfig, info: StrategyInfo, policy: str, spec: Any, total: int | None,
-           global_batch: int, *, print_tensors: Sequence[str] = (),
-           before_optimizer: Any = None) -> _Parts:  # fmt: skip
+def build_train_parts(
+    cfg: RunConfig,
+    info: StrategyInfo,
+    policy: str,
+    spec: Any,
+    total: int | None,
+    global_batch: int,
+    *,
+    print_tensors: Sequence[str] = (),
+    before_optimizer: Any = None,
+    metrics: bool = True,
+) -> TrainParts:
     """Model, optimizer (loss-scaled for float16), step counter and train function, all
-    created under `policy` and inside the strategy's scope."""
+    created under `policy` and inside the strategy's scope. metrics=False leaves the
+    metrics out of the train function (the doctor times the bare step)."""
     import keras
     import tensorflow as tf
 
@@ -201,10 +211,10 @@ def _build(cfg: RunConfig, info: StrategyInfo, policy: str, spec: Any, total: in
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, _workload(cfg)), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
-    train_step = TrainStep(model, optimizer, loss_fn, metric_fns, info.strategy, global_batch,
-                           step_var, print_tensors=print_tensors,
+    train_step = TrainStep(model, optimizer, loss_fn, metric_fns if metrics else {},
+                           info.strategy, global_batch, step_var, print_tensors=print_tensors,
                            print_steps=cfg.train.print_steps)  # fmt: skip
-    return _Parts(model, optimizer, step_var, train_step)
+    return TrainParts(model, optimizer, step_var, train_step)
 
 
 def _run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) -> dict[str, float]:
@@ -227,7 +237,7 @@ def _choose_precision(cfg: RunConfig, info: StrategyInfo, spec: Any, global_batc
         return PrecisionChoice("float32", measured=False)  # remote workers: not measured here
 
     def trial(policy: str) -> Trial:
-        parts = _build(cfg, info, policy, spec, total, global_batch)
+        parts = build_train_parts(cfg, info, policy, spec, total, global_batch)
         it = iter(distribute_input(info, _dataset_fn(cfg)))  # a throwaway iterator
         _run_call(info, parts.train_step, it, TRIAL_STEPS)  # trace, and let oneDNN/cuDNN
         # pick and cache their kernels; the fastest of a few timed calls resists noise
@@ -369,7 +379,7 @@ def _train(cfg: RunConfig, hooks: Sequence[Hook], max_steps: int | None, evaluat
         path = cfg.resolve(cfg.train.init_from) or cfg.train.init_from
         warm_report.append(warm_start(model, path, cfg.train.freeze))
 
-    parts = _build(cfg, info, choice.policy, spec, target, global_batch,
+    parts = build_train_parts(cfg, info, choice.policy, spec, target, global_batch,
                    print_tensors=cfg.train.print_tensors,
                    before_optimizer=warm_start_hook)  # fmt: skip
     if warm_report and progress:
@@ -620,7 +630,7 @@ def compute_limit(cfg: RunConfig, *, steps: int = 200, precision: str | None = N
         spec = _element_spec(cfg)
         if policy is None:
             policy = _choose_precision(cfg, info, spec, cfg.pipeline.batch_size, None).policy
-        parts = _build(cfg, info, policy, spec, None, cfg.pipeline.batch_size)
+        parts = build_train_parts(cfg, info, policy, spec, None, cfg.pipeline.batch_size)
         source = iter(_dataset_fn(cfg)(tf.distribute.InputContext()))
         batch = next(source)
         del source  # stop its background threads: the limit must not share the CPU with them
