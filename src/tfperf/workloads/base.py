@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tfperf.data.schema import Schema
 
 if TYPE_CHECKING:
@@ -91,13 +89,6 @@ class Workload:
     # ---- the model -----------------------------------------------------------------------
     def build_model(self) -> keras.Model:
         raise NotImplementedError
-
-    def example_bytes(self) -> int:
-        """Approximate size of one converted record (for shuffle-buffer RAM budgets)."""
-        total = 0
-        for f in self.schema().features:
-            total += 200 if f.dtype == "bytes" else f.size * np.dtype(f.dtype).itemsize
-        return total
 
 
 class BinaryLogitsWorkload(Workload):
