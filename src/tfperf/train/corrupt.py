@@ -15,20 +15,16 @@ from tfperf.train.hooks import Hook, RunState
 
 @contextlib.contextmanager
 def corrupt_shards_named(cfg: RunConfig) -> Iterator[None]:
-    """Turns TF's DataLossError (which names an offset, not a file) into a UserError naming
-    the shard; the shards are scanned only once an error has happened."""
-    import tensorflow as tf
+    """The run file's training shards under data/pipeline.naming_corrupt_shards: TF's
+    DataLossError (an offset, not a file) becomes a UserError naming the shard. A user's
+    own data.pipeline has no known files and is left as it is."""
+    from tfperf.data.inputs import split_shards
+    from tfperf.data.pipeline import naming_corrupt_shards
 
-    try:
+    shards = split_shards(cfg, training=True)
+    guard = naming_corrupt_shards(shards.files, shards.compression) if shards else None
+    with guard or contextlib.nullcontext():
         yield
-    except tf.errors.DataLossError as exc:
-        from tfperf.data.inputs import split_shards
-        from tfperf.data.pipeline import corrupt_shard_error
-
-        shards = split_shards(cfg, training=True)
-        if shards is None:  # a user's own pipeline: tfperf does not know its files
-            raise
-        raise corrupt_shard_error(shards.files, shards.compression, str(exc.message)) from None
 
 
 class CorruptRecordsHook(Hook):
