@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+# tfperf.bench imports TensorFlow only inside its functions: --help stays fast.
+from tfperf.bench import DEFAULT_BATCHES, DEFAULT_REPEATS, DEFAULT_WARMUP
 from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
@@ -17,9 +19,6 @@ from tfperf.cli.common import (
     print_json,
     user_errors,
 )
-
-# Kept in step with tfperf/bench.py (not imported here: it would pull TensorFlow into --help).
-_DEFAULT_BATCHES, _DEFAULT_WARMUP, _DEFAULT_REPEATS = 100, 10, 3
 
 HELP = """Measure the training input pipeline alone (no model): examples/s, batches/s and
 MB/s (serialized records read) of the full tuned pipeline and of each stage prefix
@@ -96,21 +95,21 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
         repeats: Annotated[
             int, typer.Option("--repeats", help="Timed runs per pipeline (median/min/max).")
-        ] = _DEFAULT_REPEATS,
+        ] = DEFAULT_REPEATS,
         batches: Annotated[
             int,
             typer.Option(
                 "--batches",
                 help="Timed batches per run (the debug limit: lower is faster, noisier).",
             ),
-        ] = _DEFAULT_BATCHES,  # fmt: skip
+        ] = DEFAULT_BATCHES,  # fmt: skip
         warmup: Annotated[
             int,
             typer.Option(
                 "--warmup",
                 help="Batches pulled before timing each run (buffers fill, autotuning settles).",
             ),
-        ] = _DEFAULT_WARMUP,  # fmt: skip
+        ] = DEFAULT_WARMUP,  # fmt: skip
         compare: Annotated[
             str | None,
             typer.Option(
