@@ -574,19 +574,18 @@ def rule_shuffle_budget(ctx: _Context) -> list[Finding]:
         per = ctx.shuffle_bytes.get(st.index)
         if st.kind != "shuffle" or per is None or not st.buffer_size or st.buffer_size < 0:
             continue
-        from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES
+        from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 
-        need = st.buffer_size * (per + SHUFFLE_OVERHEAD_BYTES)
-        if need <= ctx.budget:
+        plan = plan_shuffle_buffer(st.buffer_size, per, ctx.budget / 2**20)
+        if plan.granted >= plan.requested:
             continue
-        fits = ctx.budget // (per + SHUFFLE_OVERHEAD_BYTES)
         out.append(Finding(
             "shuffle_over_budget", "shuffle buffer larger than the RAM budget", st.label,
             f"{st.buffer_size:,} elements x {per:,} B (+{SHUFFLE_OVERHEAD_BYTES} B each) = "
-            f"{need / 2**20:,.1f} MiB; budget {ctx.budget / 2**20:,.1f} MiB "
+            f"{plan.requested_bytes / 2**20:,.1f} MiB; budget {ctx.budget / 2**20:,.1f} MiB "
             "(pipeline.shuffle_ram_mb, at most half the free RAM)",
-            f"shuffle with a buffer of at most {fits:,} elements, and shuffle the file order "
-            "so that a smaller buffer still mixes well",
+            f"shuffle with a buffer of at most {plan.granted:,} elements, and shuffle the file "
+            "order so that a smaller buffer still mixes well",
             "no swapping (seed A: records swapped to disk starve the model)", None, "risk",
             st.index))  # fmt: skip
     return out
