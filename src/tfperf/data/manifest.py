@@ -4,7 +4,6 @@ rejected rows), read back by the pipeline, `inspect` and `--resume`. Writes are 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tfperf.data.schema import Schema
 from tfperf.errors import UserError
+from tfperf.util.files import write_text_atomic
 
 MANIFEST_NAME = "manifest.json"
 
@@ -97,7 +97,4 @@ def save_manifest(manifest: Manifest, directory: str | Path) -> Path:
     """Writes manifest.json atomically (temp file + rename), so readers never see half."""
     p = manifest_path(directory)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    tmp.write_text(manifest.to_json())
-    os.replace(tmp, p)
-    return p
+    return write_text_atomic(p, manifest.to_json())

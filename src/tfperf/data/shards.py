@@ -9,6 +9,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# Shards are written under the same hidden temporary names as every atomic write.
+from tfperf.util.files import temp_name as temp_name
+
 # TFRecord framing around each record: 8-byte length, 4-byte length CRC, 4-byte data CRC.
 RECORD_OVERHEAD = 16
 DEFAULT_SHARD_BYTES = 128 * 2**20
@@ -95,14 +98,6 @@ def plan_shards(num_rows: int, per_shard: int) -> ShardPlan:
 def shard_name(name: str, split: str, index: int, count: int) -> str:
     """`NAME-SPLIT.tfrecord-00003-of-00064`: self-describing, sorts in order."""
     return f"{name}-{split}.tfrecord-{index:05d}-of-{count:05d}"
-
-
-def temp_name(final: str, tag: str | int) -> str:
-    """Hidden name a shard is written under until it is complete (then renamed).
-
-    `tag` (the writer's pid) keeps two writers of the same shard apart.
-    """
-    return f".{final}.tmp-{tag}"
 
 
 def rejects_part_name(name: str, split: str, index: int) -> str:

@@ -56,6 +56,7 @@ from tfperf.data.sources import (
 )
 from tfperf.data.verify import file_sha256, frame
 from tfperf.errors import UserError
+from tfperf.util.files import write_text_atomic
 from tfperf.util.imports import load_object
 
 SAMPLE_ROWS = 32  # rows encoded up front to estimate records per shard
@@ -339,9 +340,7 @@ def _task_for_workers(task: _Task, preprocess: Any) -> tuple[_Task | None, str]:
 
 
 def _save_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(temp_name(path.name, os.getpid()))
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
 
 
 def _remove_stale(out: Path, name: str, split: str, keep: set[str] = frozenset()) -> None:  # type: ignore[assignment]

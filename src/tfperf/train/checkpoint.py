@@ -9,7 +9,6 @@ Layout: {out_dir}/checkpoints/ckpt-N (N = step), {out_dir}/checkpoints/FINAL,
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.train.hooks import Hook, RunState
+from tfperf.util.files import write_text_atomic
 
 FINAL_NAME = "FINAL"
 # Above this, saving the iterator (its shuffle buffer) makes every checkpoint slow and big.
@@ -87,11 +87,8 @@ def warn_if_iterator_large(shuffle_buffer: int, record_bytes: int) -> int:
 def write_final(checkpoint_dir: Path, step: int, checkpoint_path: str | None) -> Path:
     """FINAL = {"step": N, "checkpoint": path}, atomically (temp file + rename)."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    target = checkpoint_dir / FINAL_NAME
-    tmp = checkpoint_dir / f".{FINAL_NAME}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps({"step": int(step), "checkpoint": checkpoint_path}) + "\n")
-    os.replace(tmp, target)
-    return target
+    text = json.dumps({"step": int(step), "checkpoint": checkpoint_path}) + "\n"
+    return write_text_atomic(checkpoint_dir / FINAL_NAME, text)
 
 
 def read_final(checkpoint_dir: Path) -> dict[str, Any] | None:
