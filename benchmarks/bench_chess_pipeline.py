@@ -144,8 +144,8 @@ def main() -> None:
     where = machine()  # before the load this script adds
     from tfperf.bench import bench_pipeline, measure_datasets
     from tfperf.config import config_from_dict
-    from tfperf.data.inputs import ensure_workload_data, open_source
     from tfperf.data.pipeline import make_dataset
+    from tfperf.inputs.datasets import ensure_workload_data, open_source
 
     repeats = args.repeats or (2 if args.quick else 7)
     batches = args.batches or (20 if args.quick else 150)
@@ -166,9 +166,9 @@ def main() -> None:
     # 1b. The same records in 8 shards: parallel reads raise the read-only bound.
     sharded = None
     if not args.data:
-        from tfperf.data.inputs import workload_of
         from tfperf.data.manifest import manifest_path
-        from tfperf.data.workload_data import write_workload_data
+        from tfperf.inputs.datasets import workload_of
+        from tfperf.inputs.workload_data import write_workload_data
 
         dir8 = DATA_ROOT / "chess" / "data_8_shards"
         if not manifest_path(dir8).exists():

@@ -26,9 +26,9 @@ def say(msg: str) -> None:
 def main() -> int:
     args = parse_args(__doc__.split("\n\n")[0])
     from tfperf.config import config_from_dict, load_config
-    from tfperf.data.inputs import ensure_workload_data, make_input_dataset
     from tfperf.doctor.fixes import _rate, fix_pipeline
     from tfperf.doctor.rules import diagnose
+    from tfperf.inputs.datasets import ensure_workload_data, make_input_dataset
 
     repeats = args.repeats or (2 if args.quick else 5)
     doctor = {"steps": 5 if args.quick else 10, "warmup": 3, "repeats": 2 if args.quick else 3,

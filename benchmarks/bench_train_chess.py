@@ -38,7 +38,7 @@ def _cfg(data_dir: str, steps: int, precision: str, cache: bool = False):
 
 def _clock():
     """A hook that notes (step, wall, CPU, input wait so far) after every loop call."""
-    from tfperf.train.hooks import Hook
+    from tfperf.hooks import Hook
 
     class Clock(Hook):
         def __init__(self) -> None:
@@ -65,8 +65,8 @@ def window(marks: list[tuple[int, float, float, float]], start: int, end: int | 
 
 def main() -> None:
     args = parse_args(__doc__)
-    from tfperf.data.inputs import ensure_workload_data, open_source
     from tfperf.data.pipeline import steps_per_epoch
+    from tfperf.inputs.datasets import ensure_workload_data, open_source
     from tfperf.train.loop import compute_limit, train
 
     steps = args.batches or (150 if args.quick else 1000)

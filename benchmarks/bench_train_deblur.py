@@ -54,7 +54,7 @@ def sequence_fit(data_dir: str, steps: int, warm: int) -> float:
     no multiprocessing), float32, steps_per_execution=1 (fit's defaults)."""
     import keras
 
-    from tfperf.data.inputs import open_source
+    from tfperf.inputs.datasets import open_source
     from tfperf.workloads import get_workload
 
     keras.config.set_dtype_policy("float32")
@@ -79,7 +79,7 @@ def sequence_fit(data_dir: str, steps: int, warm: int) -> float:
 def input_alone(data_dir: str, seconds: float = 2.0) -> tuple[float, float]:
     """examples/s of each input with no model: the Sequence's batches built in Python,
     and the tuned pipeline's batches pulled from Python (each for ~`seconds`)."""
-    from tfperf.data.inputs import make_input_dataset, open_source
+    from tfperf.inputs.datasets import make_input_dataset, open_source
     from tfperf.workloads import get_workload
 
     cfg = _cfg(data_dir, 1, "float32")
@@ -99,7 +99,7 @@ def input_alone(data_dir: str, seconds: float = 2.0) -> tuple[float, float]:
 
 
 def tfperf_train(data_dir: str, steps: int, warm: int, precision: str) -> tuple[float, object]:
-    from tfperf.train.hooks import Hook
+    from tfperf.hooks import Hook
     from tfperf.train.loop import train
 
     marks: list[tuple[int, float]] = []
@@ -114,7 +114,7 @@ def tfperf_train(data_dir: str, steps: int, warm: int, precision: str) -> tuple[
 
 def main() -> None:
     args = parse_args(__doc__)
-    from tfperf.data.inputs import ensure_workload_data
+    from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import compute_limit, train
 
     steps = args.batches or (12 if args.quick else 40)

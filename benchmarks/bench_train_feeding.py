@@ -57,7 +57,7 @@ def numpy_feeding(steps: int, batch: int = 128, features: int = 1024) -> float:
 
 def tfperf_train(steps: int, precision: str) -> tuple[float, object]:
     from tfperf.config import load_config
-    from tfperf.data.inputs import ensure_workload_data
+    from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import train
 
     out = tempfile.mkdtemp(prefix="bench_feed_")

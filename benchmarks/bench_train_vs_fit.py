@@ -29,7 +29,7 @@ def _cfg(steps: int, out: str):
 def keras_fit(steps: int, steps_per_execution: int) -> float:
     import keras
 
-    from tfperf.data.inputs import make_input_dataset
+    from tfperf.inputs.datasets import make_input_dataset
     from tfperf.workloads import get_workload
 
     keras.config.set_dtype_policy("float32")
@@ -48,7 +48,7 @@ def keras_fit(steps: int, steps_per_execution: int) -> float:
 
 
 def tfperf_loop(steps: int) -> tuple[float, int]:
-    from tfperf.data.inputs import ensure_workload_data
+    from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import train
 
     cfg = _cfg(steps, tempfile.mkdtemp(prefix="bench_fit_"))

@@ -127,8 +127,8 @@ def test_sections_forbid_unknown_keys_on_assignment_too():
 
 
 def test_workload_options_reach_the_workload_and_bad_ones_are_named():
-    from tfperf.data.inputs import workload_of
     from tfperf.errors import UserError
+    from tfperf.inputs.datasets import workload_of
 
     cfg = config_from_dict({"workload": "deblur", "workload_options": {"patch": 32}})
     assert workload_of(cfg).patch == 32

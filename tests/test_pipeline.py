@@ -305,8 +305,8 @@ def test_shuffle_budget_without_a_record_count_samples_the_record_size(tmp_path)
 
 def test_skipped_per_epoch_reads_the_run_files_manifest(tmp_path):
     from tfperf.config import config_from_dict
-    from tfperf.data.inputs import skipped_per_epoch
     from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+    from tfperf.inputs.datasets import skipped_per_epoch
 
     files = write_shards(tmp_path)
     shards = [ShardInfo(file=Path(f).name, records=PER_SHARD, bytes=os.path.getsize(f),

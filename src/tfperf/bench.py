@@ -219,14 +219,14 @@ class _Plan:
 
 
 def _is_per_example(cfg: RunConfig) -> bool:
-    from tfperf.data.inputs import workload_of
+    from tfperf.inputs.datasets import workload_of
 
     wl = workload_of(cfg)
     return cfg.pipeline.parse == "per_example" or bool(wl and wl.per_example)
 
 
 def _plans(cfg: RunConfig, *, stages: bool, compare: str | None, split: str) -> list[_Plan]:
-    from tfperf.data.inputs import make_input_dataset, split_shards
+    from tfperf.inputs.datasets import make_input_dataset, split_shards
 
     batch = cfg.pipeline.batch_size
     per_example = _is_per_example(cfg)
@@ -296,7 +296,7 @@ def bench_pipeline(
     the tuned one in every repeat. A built-in workload's missing data is generated first.
     progress=True shows a rich progress bar on stderr.
     """
-    from tfperf.data.inputs import ensure_workload_data
+    from tfperf.inputs.datasets import ensure_workload_data
 
     for name, value, low in (("repeats", repeats, 1), ("batches", batches, 1),
                              ("warmup", warmup, 0)):  # fmt: skip

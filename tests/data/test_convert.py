@@ -23,8 +23,8 @@ from tfperf.data.schema import Feature, Schema
 from tfperf.data.shards import progress_name
 from tfperf.data.sources import CsvSource, NpzSource, ParquetSource, SourceError
 from tfperf.data.verify import read_records
-from tfperf.data.workload_data import write_workload_data
 from tfperf.data.writer import ConvertError, convert
+from tfperf.inputs.workload_data import write_workload_data
 from tfperf.workloads.base import Workload
 
 ALL = Schema.of(
@@ -534,13 +534,16 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
 
 # ---- a built-in workload whose offline step is a closure (seed A) ------------------------------
 def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
-    from tfperf.data.workload_data import offline_preprocess_ref
     from tfperf.data.writer import _load_preprocess
+    from tfperf.inputs.workload_data import offline_preprocess_ref
     from tfperf.workloads import get_workload
 
     wl = get_workload("distance_maps", image_size=16, max_clicks=2)
     ref = offline_preprocess_ref(wl)
-    assert ref == ("workload", "distance_maps", wl.options)
+    assert (ref.factory, ref.kwargs) == (
+        "tfperf.inputs.workload_data:workload_offline_step",
+        {"name": "distance_maps", "options": wl.options},
+    )
     row = next(wl.generate(1, seed=4))
     rebuilt = _load_preprocess(ref)(row)  # what a worker process computes
     np.testing.assert_array_equal(rebuilt["dist"], wl.offline_preprocess()(row)["dist"])

@@ -18,7 +18,6 @@ import slow_pipelines as sp  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfperf.config import config_from_dict, load_config  # noqa: E402
-from tfperf.data.inputs import make_input_dataset  # noqa: E402
 from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
 from tfperf.data.schema import Feature, Schema  # noqa: E402
 from tfperf.doctor import lint  # noqa: E402
@@ -30,6 +29,7 @@ from tfperf.doctor.fixes import (  # noqa: E402
     set_deterministic,
 )
 from tfperf.doctor.rules import diagnose  # noqa: E402
+from tfperf.inputs.datasets import make_input_dataset  # noqa: E402
 
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
 

@@ -19,8 +19,8 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
 )
 
 from tfperf.config import config_from_dict  # noqa: E402
+from tfperf.hooks import Hook, RunState  # noqa: E402
 from tfperf.observe.system import THREAD_NAME, SystemMonitorHook, sample_system  # noqa: E402
-from tfperf.train.hooks import Hook, RunState  # noqa: E402
 from tfperf.train.loop import train  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import pytest
 import trainkit
 
 from tfperf.config import load_config
-from tfperf.train.hooks import Hook, NonFiniteLossError
+from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.train.loop import auto_steps_per_loop, plan_call_steps, plan_target_step, train
 
 

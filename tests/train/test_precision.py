@@ -11,7 +11,7 @@ import pytest
 import trainkit
 
 from tfperf.config import load_config
-from tfperf.train.hooks import Hook
+from tfperf.hooks import Hook
 from tfperf.train.loop import train
 from tfperf.train.precision import POLICIES, Trial, choose_precision, supported_policies
 

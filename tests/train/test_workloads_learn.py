@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tfperf.config import config_from_dict
-from tfperf.data.inputs import ensure_workload_data
-from tfperf.train.hooks import Hook
+from tfperf.hooks import Hook
+from tfperf.inputs.datasets import ensure_workload_data
 from tfperf.train.loop import train
 
 # workload -> (batch size, steps, learning rate): small enough for 2 CPU cores.

@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfperf.config import PipelineConfig
 from tfperf.data.manifest import load_manifest
 from tfperf.data.pipeline import make_dataset
-from tfperf.data.workload_data import write_workload_data
+from tfperf.inputs.workload_data import write_workload_data
 from tfperf.workloads import get_workload
 from tfperf.workloads.deblur import DeblurWorkload, box_blur, decode_png, encode_png
 

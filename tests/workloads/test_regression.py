@@ -13,8 +13,9 @@ import tensorflow as tf
 
 from tfperf.config import PipelineConfig
 from tfperf.data.pipeline import make_dataset
+from tfperf.data.verify import index_tfrecord, iter_tfrecord
 from tfperf.workloads import get_workload
-from tfperf.workloads.regression import RegressionWorkload, index_tfrecord, iter_tfrecord
+from tfperf.workloads.regression import RegressionWorkload
 
 
 def _write(path, schema, rows, compression=None):

@@ -131,8 +131,8 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--split", help="Split to read; default data.train_split.")
         ] = None,
     ) -> None:
-        from tfperf.data.inputs import data_dir
         from tfperf.data.manifest import manifest_path
+        from tfperf.inputs.datasets import data_dir
 
         cfg = load_run(runfile, set_)
         if cfg.workload and not cfg.data.pipeline and not manifest_path(data_dir(cfg)).exists():

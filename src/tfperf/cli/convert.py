@@ -1,6 +1,6 @@
 """`tfperf convert`: raw data (npz/npy/csv/parquet/image folder) or a built-in workload's
 generated data -> sharded TFRecord + manifest.json. Option parsing only; the work is
-tfperf.data.writer.convert and tfperf.data.workload_data.write_workload_data.
+tfperf.data.writer.convert and tfperf.inputs.workload_data.write_workload_data.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def register(app: typer.Typer) -> None:
         if workload is not None:
             if source is not None:
                 raise UserError("give either SOURCE or --workload, not both")
-            from tfperf.data.workload_data import write_workload_data
+            from tfperf.inputs.workload_data import write_workload_data
             from tfperf.workloads import WORKLOAD_NAMES, get_workload
 
             if workload not in WORKLOAD_NAMES:

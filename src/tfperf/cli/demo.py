@@ -64,7 +64,7 @@ def demo(
     """Make chess data, convert it, train ~2 minutes with a separate evaluator, summarize."""
     from tfperf.cli.common import quiet_tensorflow
     from tfperf.config import dump_config
-    from tfperf.data.inputs import ensure_workload_data
+    from tfperf.inputs.datasets import ensure_workload_data
 
     quiet_tensorflow()
     out = out.resolve()  # the run file lives in `out`: its paths must not be relative to it

@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         from tfperf.doctor.rules import diagnose
 
         if cfg.workload and not cfg.data.pipeline:
-            from tfperf.data.inputs import ensure_workload_data
+            from tfperf.inputs.datasets import ensure_workload_data
 
             ensure_workload_data(cfg, progress=not json_out)  # a built-in workload's data
         with _progress(json_out) as tick:

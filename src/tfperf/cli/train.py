@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
             names = [n.strip() for n in print_tensors.split(",") if n.strip()]
             overrides.append(f"train.print_tensors=[{', '.join(repr(n) for n in names)}]")
         cfg = load_run(runfile, overrides)
-        from tfperf.data.inputs import ensure_workload_data
+        from tfperf.inputs.datasets import ensure_workload_data
 
         if cfg.workload and not cfg.data.pipeline:
             ensure_workload_data(cfg, progress=progress)

@@ -122,21 +122,26 @@ def _set_task(task: _Task) -> None:
     _PRE = _load_preprocess(task.preprocess)
 
 
-def is_workload_ref(value: Any) -> bool:
-    """True for ("workload", name, options): a built-in workload's offline_preprocess."""
-    return (isinstance(value, tuple) and len(value) == 3 and value[0] == "workload"
-            and isinstance(value[1], str) and isinstance(value[2], dict))  # fmt: skip
+@dataclass(frozen=True)
+class PreprocessFactory:
+    """A preprocess function that worker processes rebuild instead of unpickling (e.g. a
+    closure over options): `load_object(factory)(**kwargs)` returns it; `description`
+    names it in the manifest and in resume checks."""
+
+    factory: str  # "module:function"
+    kwargs: dict[str, Any]
+    description: str
+
+    def build(self) -> Callable[[Any], Any]:
+        return load_object(self.factory, field="preprocess")(**self.kwargs)
 
 
 def _load_preprocess(pre: Any) -> Callable[[Any], Any] | None:
     """The function itself from what a task carries (in a worker: rebuilt from a name)."""
     if isinstance(pre, str):
         return load_object(pre, field="--preprocess")
-    if is_workload_ref(pre):
-        from tfperf.workloads import get_workload
-
-        # Its offline step is a closure over the options: rebuild it, it does not pickle.
-        return get_workload(pre[1], **pre[2]).offline_preprocess()
+    if isinstance(pre, PreprocessFactory):
+        return pre.build()
     return pre
 
 
@@ -305,10 +310,8 @@ def _resolve_preprocess(preprocess: Any) -> tuple[Callable[[Any], Any] | None, s
         return None, None
     if isinstance(preprocess, str):
         return load_object(preprocess, field="--preprocess"), preprocess
-    if is_workload_ref(preprocess):
-        _, name, options = preprocess
-        opts = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items()))
-        return _load_preprocess(preprocess), f"workload {name}: offline_preprocess({opts})"
+    if isinstance(preprocess, PreprocessFactory):
+        return preprocess.build(), preprocess.description
     if not callable(preprocess):
         raise ConvertError(f"preprocess: expected a callable, 'module:function' or "
                            f"('workload', name, options), found {preprocess!r}")  # fmt: skip
@@ -323,7 +326,7 @@ def _task_for_workers(task: _Task, preprocess: Any) -> tuple[_Task | None, str]:
     """
     if isinstance(preprocess, str):
         tries = [preprocess]  # a name the user gave: workers import it as written
-    elif is_workload_ref(preprocess):
+    elif isinstance(preprocess, PreprocessFactory):
         tries = [task.preprocess, preprocess]
     else:
         tries = [task.preprocess]  # a plain callable has no name to fall back to
@@ -392,8 +395,8 @@ def convert(
 
     schema: of the written records (None: inferred from the source, or from the first
     preprocessed row); preprocess: applied to each row once, here (a callable,
-    'module:function', or ("workload", name, options) for a built-in workload's
-    offline_preprocess, which worker processes rebuild); on_bad_row: 'error' stops at
+    'module:function', or a PreprocessFactory that worker processes call to rebuild the
+    function); on_bad_row: 'error' stops at
     the first bad row (shards already finished stay), 'skip' writes it to
     NAME-SPLIT.rejects.jsonl; resume: continue an interrupted run. Returns the updated
     manifest (other splits in out_dir are kept).

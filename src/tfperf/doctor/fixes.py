@@ -290,7 +290,7 @@ def _yaml(value: Any) -> str:
 
 def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
     from tfperf.config import dump_config
-    from tfperf.data.inputs import make_input_dataset
+    from tfperf.inputs.datasets import make_input_dataset
 
     def measure(c: Any, label: str) -> float:
         ds = make_input_dataset(c, training=True)
@@ -365,7 +365,7 @@ def dataset_candidates(
 
 def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
     from tfperf.config import dump_config
-    from tfperf.data.inputs import make_input_dataset
+    from tfperf.inputs.datasets import make_input_dataset
 
     ds = make_input_dataset(cfg, training=True)
     graph = lint.read_graph(ds)

@@ -262,19 +262,3 @@ def measure_compute(
         tick=tick,
         label=label,
     ).rate
-
-
-def peak_memory() -> dict[str, Any]:
-    """Peak memory per device where TF reports it ('unavailable' on CPU)."""
-    import tensorflow as tf
-
-    out: dict[str, Any] = {}
-    for dev in tf.config.list_logical_devices():
-        if dev.device_type not in ("GPU", "TPU"):
-            out[dev.name] = "unavailable (TF does not track CPU memory)"
-            continue
-        try:
-            out[dev.name] = int(tf.config.experimental.get_memory_info(dev.name)["peak"])
-        except (ValueError, RuntimeError) as exc:
-            out[dev.name] = f"unavailable ({exc})"
-    return out

@@ -232,7 +232,7 @@ def diagnose(
     """
     import tensorflow as tf
 
-    from tfperf.data.inputs import make_input_dataset
+    from tfperf.inputs.datasets import make_input_dataset
 
     tick = tick or (lambda label: None)
     d = cfg.doctor
@@ -343,7 +343,7 @@ def _training_at(cfg: Any, batch: int, d: Any, tick: Any) -> float:
     """Training examples/s with the run file's pipeline and model at another batch size."""
     import tensorflow as tf
 
-    from tfperf.data.inputs import make_input_dataset
+    from tfperf.inputs.datasets import make_input_dataset
 
     big = cfg.model_copy(deep=True)
     big.pipeline.batch_size = batch

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfperf.train.hooks import Hook, RunState
+from tfperf.hooks import Hook, RunState
 
 
 def make_writer(path: Any, enabled: bool = True) -> Any:

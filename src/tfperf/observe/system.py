@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from tfperf.train.hooks import Hook, RunState
+from tfperf.hooks import Hook, RunState
 
 log = logging.getLogger(__name__)
 THREAD_NAME = "tfperf-system-monitor"
@@ -131,3 +131,19 @@ class SystemMonitorHook(Hook):
             for tag, value in sorted(means.items()):
                 tf.summary.scalar(tag, value, step=step)
                 self.written += 1
+
+
+def peak_memory() -> dict[str, Any]:
+    """Peak memory per device where TF reports it ('unavailable' on CPU)."""
+    import tensorflow as tf
+
+    out: dict[str, Any] = {}
+    for dev in tf.config.list_logical_devices():
+        if dev.device_type not in ("GPU", "TPU"):
+            out[dev.name] = "unavailable (TF does not track CPU memory)"
+            continue
+        try:
+            out[dev.name] = int(tf.config.experimental.get_memory_info(dev.name)["peak"])
+        except (ValueError, RuntimeError) as exc:
+            out[dev.name] = f"unavailable ({exc})"
+    return out

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.errors import UserError
-from tfperf.train.hooks import Hook, RunState
+from tfperf.hooks import Hook, RunState
 
 XPROF_HINT = (
     "install the profile extra for TensorBoard-grade timelines: pip install 'tfperf[profile]'"  # noqa: E501
@@ -179,7 +179,7 @@ class ProfileResult:
 
 def write_timeline(logdir: str | Path, out: str | Path) -> ProfileResult:
     """Converts the newest .xplane.pb under `logdir` into `out` (timeline.json)."""
-    from tfperf.doctor.probes import peak_memory
+    from tfperf.observe.system import peak_memory
 
     xplane = latest_xplane(logdir)
     if xplane is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfperf.train.hooks import Hook, RunState
+from tfperf.hooks import Hook, RunState
 from tfperf.util.files import write_text_atomic
 
 FINAL_NAME = "FINAL"

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 
 from tfperf.config import RunConfig
-from tfperf.train.hooks import Hook, RunState
+from tfperf.hooks import Hook, RunState
 
 
 @contextlib.contextmanager
@@ -18,8 +18,8 @@ def corrupt_shards_named(cfg: RunConfig) -> Iterator[None]:
     """The run file's training shards under data/pipeline.naming_corrupt_shards: TF's
     DataLossError (an offset, not a file) becomes a UserError naming the shard. A user's
     own data.pipeline has no known files and is left as it is."""
-    from tfperf.data.inputs import split_shards
     from tfperf.data.pipeline import naming_corrupt_shards
+    from tfperf.inputs.datasets import split_shards
 
     shards = split_shards(cfg, training=True)
     guard = naming_corrupt_shards(shards.files, shards.compression) if shards else None
@@ -42,7 +42,7 @@ class CorruptRecordsHook(Hook):
         self.reports: list[tuple[int, int]] = []  # (epoch, skipped records)
 
     def _scan(self) -> None:
-        from tfperf.data.inputs import skipped_per_epoch
+        from tfperf.inputs.datasets import skipped_per_epoch
 
         self.skipped = skipped_per_epoch(self.cfg, training=True)
 

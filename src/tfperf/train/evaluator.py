@@ -188,7 +188,7 @@ class Evaluator:
     def __init__(self, cfg: RunConfig, *, max_steps: int | None = None, progress: bool = False):
         import tensorflow as tf
 
-        from tfperf.data.inputs import make_input_dataset
+        from tfperf.inputs.datasets import make_input_dataset
         from tfperf.train.step import adapt_features, build_model_and_loss
 
         self.cfg = cfg

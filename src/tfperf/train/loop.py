@@ -19,6 +19,7 @@ from typing import Any
 
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
+from tfperf.hooks import Hook, HookList, NonFiniteLossError, RunState
 from tfperf.observe.feed import FeedMeter, PipelineSnapshot, pipeline_snapshot
 from tfperf.observe.summaries import SummaryHook, make_writer
 from tfperf.train.checkpoint import (
@@ -31,7 +32,6 @@ from tfperf.train.checkpoint import (
     warn_if_iterator_large,
 )
 from tfperf.train.corrupt import corrupt_shards_named
-from tfperf.train.hooks import Hook, HookList, NonFiniteLossError, RunState
 from tfperf.train.precision import (
     PrecisionChoice,
     Trial,
@@ -134,8 +134,8 @@ def _steps_per_epoch(cfg: RunConfig, global_batch: int) -> int | None:
         return cfg.train.steps_per_epoch
     if cfg.data.pipeline:
         return None
-    from tfperf.data.inputs import open_source
     from tfperf.data.pipeline import steps_per_epoch
+    from tfperf.inputs.datasets import open_source
 
     src = open_source(cfg)
     return steps_per_epoch(src.records(cfg.data.train_split), global_batch)
@@ -144,7 +144,7 @@ def _steps_per_epoch(cfg: RunConfig, global_batch: int) -> int | None:
 def _record_bytes(cfg: RunConfig) -> int:
     if cfg.data.pipeline:
         return 0
-    from tfperf.data.inputs import open_source
+    from tfperf.inputs.datasets import open_source
 
     src = open_source(cfg)
     split = src.manifest.splits.get(cfg.data.train_split)
@@ -154,7 +154,7 @@ def _record_bytes(cfg: RunConfig) -> int:
 
 
 def _dataset_fn(cfg: RunConfig) -> Any:
-    from tfperf.data.inputs import make_input_dataset
+    from tfperf.inputs.datasets import make_input_dataset
 
     def fn(input_context: Any) -> Any:
         return make_input_dataset(cfg, training=True, input_context=input_context,
@@ -173,7 +173,7 @@ def _element_spec(cfg: RunConfig) -> Any:
 def _workload(cfg: RunConfig) -> Any:
     if not cfg.workload:
         return None
-    from tfperf.data.inputs import workload_of
+    from tfperf.inputs.datasets import workload_of
 
     return workload_of(cfg)
 

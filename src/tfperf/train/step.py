@@ -39,7 +39,7 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
 
     wl = None
     if cfg.workload:
-        from tfperf.data.inputs import workload_of
+        from tfperf.inputs.datasets import workload_of
 
         wl = workload_of(cfg)
     if cfg.model.name:

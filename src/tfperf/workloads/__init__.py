@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from tfperf.config import WORKLOAD_NAMES
 from tfperf.workloads.base import Workload
 
 # name -> "module:Class"; imported lazily so that `tfperf --help` stays fast.
@@ -15,7 +16,7 @@ _REGISTRY = {
     "deblur": "tfperf.workloads.deblur:DeblurWorkload",
     "distance_maps": "tfperf.workloads.distance_maps:DistanceMapsWorkload",
 }
-WORKLOAD_NAMES = frozenset(_REGISTRY)
+assert frozenset(_REGISTRY) == WORKLOAD_NAMES, "config.WORKLOAD_NAMES names every workload"
 
 
 def get_workload(name: str, **options: Any) -> Workload:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfperf.data.schema import Feature, Schema
+from tfperf.data.verify import index_tfrecord, iter_tfrecord
 from tfperf.workloads.base import Row, Workload
-from tfperf.workloads.regression import index_tfrecord, iter_tfrecord
 
 if TYPE_CHECKING:
     import keras

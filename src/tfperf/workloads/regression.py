@@ -9,54 +9,18 @@ Python-fed originals share (over data/verify.py's TFRecord framing reader).
 from __future__ import annotations
 
 import random
-import struct
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tfperf.data.schema import Feature, Schema
-from tfperf.data.verify import (
-    FOOTER_BYTES,
-    HEADER_BYTES,
-    RecordError,
-    read_records,
-    sniff_compression,
-)
+from tfperf.data.verify import iter_tfrecord
 from tfperf.workloads.base import BinaryLogitsWorkload, Row
 
 if TYPE_CHECKING:
     import keras
     import tensorflow as tf
-
-
-def iter_tfrecord(path: str) -> Iterator[bytes]:
-    """Every record of one TFRecord file (plain or GZIP), read in plain Python.
-
-    CRCs are not checked: this is the slow Python path of the baselines, which trust
-    their files; the tuned pipeline's TFRecordDataset checks them.
-    """
-    try:
-        for _, data in read_records(path, sniff_compression(path), check_crc=False):
-            yield data
-    except RecordError as exc:
-        raise ValueError(f"{path}: {exc}") from None
-
-
-def index_tfrecord(path: str) -> list[tuple[int, int]]:
-    """(offset, length) of each record's data in an uncompressed TFRecord file; seeks past
-    the data instead of reading it."""
-    out = []
-    with open(path, "rb") as f:
-        offset = 0
-        while header := f.read(HEADER_BYTES):
-            if len(header) < HEADER_BYTES:
-                raise ValueError(f"{path}: truncated TFRecord header")
-            (length,) = struct.unpack("<Q", header[:8])
-            out.append((offset + HEADER_BYTES, length))
-            offset += HEADER_BYTES + length + FOOTER_BYTES
-            f.seek(offset)
-    return out
 
 
 class RegressionWorkload(BinaryLogitsWorkload):

@@ -1,5 +1,5 @@
 """A built-in workload's data on disk: its generator's rows converted to shards, split
-`train` and `eval` with the workload's offline preprocessing (seed A: heavy work once),
+`train` and `eval` with the workload's offline preprocessing (heavy work done once),
 plus `train_raw`/`eval_raw` untouched when the workload's original pipeline reads raw
 data. Generation is the workload's; writing is data/writer.py's.
 """
@@ -11,27 +11,37 @@ from typing import Any
 
 from tfperf.data.manifest import Manifest
 from tfperf.data.sources import IterableSource
-from tfperf.data.writer import convert
-from tfperf.workloads.base import Workload
+from tfperf.data.writer import PreprocessFactory, convert
+from tfperf.workloads import Workload, get_workload
 
 # Eval rows come from another seed so that they never repeat training rows.
 EVAL_SEED_OFFSET = 1_000_003
 
 
+def workload_offline_step(name: str, options: dict[str, Any]) -> Any:
+    """The built-in workload `name`'s offline step, rebuilt (in a convert worker process)."""
+    return get_workload(name, **options).offline_preprocess()
+
+
 def offline_preprocess_ref(workload: Workload) -> Any:
-    """The workload's offline step as `convert` takes it: ("workload", name, options) when
+    """The workload's offline step as `convert` takes it: a PreprocessFactory when
     get_workload rebuilds the same workload (worker processes then rebuild the step, a
     closure that does not pickle), else the function itself; None when it has none."""
     fn = workload.offline_preprocess()
     if fn is None:
         return None
-    from tfperf.workloads import get_workload
-
     try:
         same = type(get_workload(workload.name, **workload.options)) is type(workload)
     except (ValueError, TypeError):  # not built in, or options it does not take
         same = False
-    return ("workload", workload.name, dict(workload.options)) if same else fn
+    if not same:
+        return fn
+    opts = ", ".join(f"{k}={v!r}" for k, v in sorted(workload.options.items()))
+    return PreprocessFactory(
+        f"{__name__}:workload_offline_step",
+        {"name": workload.name, "options": dict(workload.options)},
+        f"workload {workload.name}: offline_preprocess({opts})",
+    )
 
 
 def write_workload_data(

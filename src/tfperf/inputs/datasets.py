@@ -57,7 +57,7 @@ def ensure_workload_data(cfg: RunConfig, *, progress: bool = True) -> Path:
     root = data_dir(cfg)
     if manifest_path(root).exists() or not cfg.workload:
         return root
-    from tfperf.data.workload_data import write_workload_data
+    from tfperf.inputs.workload_data import write_workload_data
 
     write_workload_data(
         workload_of(cfg),

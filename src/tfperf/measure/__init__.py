@@ -1,0 +1,47 @@
+"""The one way tfperf measures: a pipeline alone, a model fed one cached batch (the compute
+limit), and both together, in paired interleaved repeats, judged against the noise.
+
+    probes = [pipeline_probe("before", ds_a, batches=100, warmup=10),
+              pipeline_probe("after", ds_b, batches=100, warmup=10)]
+    m = side_by_side(probes, repeats=5)
+    c = compare(m["before"], m["after"])    # c.ratio, c.low, c.high, c.verdict
+
+`bench`, the doctor, `profile`, `train.compute_limit` and the benchmarks all time through
+here. Nothing above TensorFlow and the standard library is imported.
+"""
+
+from tfperf.measure.compare import DEFAULT_MIN_GAIN, Comparison, compare, judge, paired_ratios
+from tfperf.measure.probes import (
+    Probe,
+    StepRunner,
+    cached_batch,
+    leading_dim,
+    measure_datasets,
+    measure_one,
+    pipeline_probe,
+    repeat_if_finite,
+    side_by_side,
+    training_probe,
+)
+from tfperf.measure.runs import Measurement, Run, Stat
+
+__all__ = [
+    "DEFAULT_MIN_GAIN",
+    "Comparison",
+    "Measurement",
+    "Probe",
+    "Run",
+    "Stat",
+    "StepRunner",
+    "cached_batch",
+    "compare",
+    "judge",
+    "leading_dim",
+    "measure_datasets",
+    "measure_one",
+    "paired_ratios",
+    "pipeline_probe",
+    "repeat_if_finite",
+    "side_by_side",
+    "training_probe",
+]

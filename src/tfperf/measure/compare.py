@@ -1,0 +1,71 @@
+"""Whether variant B beats variant A beyond the noise, from paired repeats: repeat i of A
+and repeat i of B ran back to back, so a slow moment of the machine hits both, and their
+ratio cancels it. B is "faster" only when every paired ratio is above 1 and their median
+clears `min_gain`; "slower" likewise below; otherwise "same"."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+from tfperf.measure.runs import Measurement
+
+Verdict = Literal["faster", "slower", "same"]
+# A gain smaller than this is not worth a change, even when every pair agrees.
+DEFAULT_MIN_GAIN = 0.03
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A: per-pair ratios of examples/s (B / A), their median and spread."""
+
+    ratios: tuple[float, ...]
+    verdict: Verdict
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios) if self.ratios else 1.0
+
+    @property
+    def low(self) -> float:
+        return min(self.ratios, default=1.0)
+
+    @property
+    def high(self) -> float:
+        return max(self.ratios, default=1.0)
+
+    @property
+    def faster(self) -> bool:
+        return self.verdict == "faster"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"ratio": self.ratio, "low": self.low, "high": self.high,
+                "ratios": list(self.ratios), "verdict": self.verdict}
+
+
+def paired_ratios(a: Measurement, b: Measurement) -> tuple[float, ...]:
+    """examples/s of B over A, repeat by repeat (pairs where both ran)."""
+    out = []
+    for ra, rb in zip(a.runs, b.runs, strict=False):
+        if ra.seconds > 0 and rb.seconds > 0 and ra.examples > 0:
+            out.append((rb.examples / rb.seconds) / (ra.examples / ra.seconds))
+    return tuple(out)
+
+
+def judge(ratios: tuple[float, ...], min_gain: float = DEFAULT_MIN_GAIN) -> Verdict:
+    """The sign rule of the module docstring; one pair alone never decides."""
+    if len(ratios) < 2:
+        return "same"
+    median = statistics.median(ratios)
+    if all(r > 1.0 for r in ratios) and median >= 1.0 + min_gain:
+        return "faster"
+    if all(r < 1.0 for r in ratios) and median <= 1.0 / (1.0 + min_gain):
+        return "slower"
+    return "same"
+
+
+def compare(a: Measurement, b: Measurement, *, min_gain: float = DEFAULT_MIN_GAIN) -> Comparison:
+    """B against A from their paired repeats (see the module docstring)."""
+    ratios = paired_ratios(a, b)
+    return Comparison(ratios, judge(ratios, min_gain))

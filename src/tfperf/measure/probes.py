@@ -1,0 +1,205 @@
+"""The one way tfperf times things. A *probe* times one repeat of one variant and returns a
+`Run`: `pipeline_probe` pulls batches from a dataset inside a compiled loop (as a train step
+does, no Python per batch), `training_probe` runs a real train step fed by a dataset, and
+`cached_batch` turns a dataset into the compute limit's input (one batch from memory).
+`side_by_side` runs several probes interleaved (A B A B ...) so that a slow moment of the
+machine hits all of them; `measure.compare` then judges the pairs.
+
+Every repeat starts a fresh iterator and warms it up untimed (buffers fill, functions trace,
+kernel caches warm), and drops it afterwards so that its background threads never run
+beside the next variant's timing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.measure.runs import Measurement, Run
+
+# A step runner: runs `n` train steps pulling from `iterator`; returns the seconds it
+# waited for input (0.0 when it does not know). Reading its result must wait for the steps.
+StepRunner = Callable[[Any, int], float]
+OnRun = Callable[[str, int], None]  # (variant name, repeat index) after each timed repeat
+
+
+def leading_dim(element: Any) -> int:
+    """Examples in one element: the first tensor's leading dimension (1 for scalars)."""
+    import tensorflow as tf
+
+    flat = tf.nest.flatten(element)
+    if not flat:
+        return 1
+    shape = flat[0].shape
+    return int(shape[0]) if shape.rank else 1
+
+
+def repeat_if_finite(ds: Any) -> Any:
+    """`ds` repeated when it ends (restarting is part of an epoch's cost); as is otherwise."""
+    import tensorflow as tf
+
+    if int(tf.data.experimental.cardinality(ds)) == tf.data.INFINITE_CARDINALITY:
+        return ds
+    return ds.repeat()
+
+
+def cached_batch(ds: Any) -> Any:
+    """The compute limit's input: the first element of `ds` from memory, forever
+    (`take(1).cache().repeat()` keeps the element spec, so a step is not re-traced)."""
+    return ds.take(1).cache().repeat()
+
+
+def _consumer() -> Any:
+    """A compiled loop pulling `n` elements inside the graph, returning how many examples
+    they held."""
+    import tensorflow as tf
+
+    @tf.function
+    def consume(it: Any, n: Any) -> Any:
+        count = tf.constant(0, tf.int64)
+        for _ in tf.range(n):
+            first = tf.nest.flatten(next(it))[0]
+            rows = tf.shape(first, out_type=tf.int64)[0] if first.shape.rank else 1
+            count += tf.cast(rows, tf.int64)
+        return count
+
+    return consume
+
+
+@dataclass
+class _Timer:
+    seconds: float = 0.0
+    cpu: float = 0.0
+
+    def __enter__(self) -> _Timer:
+        self._t, self._c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self._t
+        self.cpu = time.process_time() - self._c
+
+
+class Probe:
+    """Times one repeat of one variant when called."""
+
+    def __init__(self, name: str, run_once: Callable[[], Run]):
+        self.name, self._run_once = name, run_once
+
+    def __call__(self) -> Run:
+        return self._run_once()
+
+
+def pipeline_probe(
+    name: str,
+    ds: Any,
+    *,
+    batches: int,
+    warmup: int,
+    min_seconds: float = 0.0,
+    chunk: int | None = None,
+) -> Probe:
+    """Examples/s of `ds` alone (its elements are batches; a finite one is repeated): each
+    repeat pulls `warmup` untimed batches, then at least `batches` (and `min_seconds`)
+    timed, in compiled chunks of `chunk` batches (default: all of them at once)."""
+    import tensorflow as tf
+
+    ds = repeat_if_finite(ds)
+    consume = _consumer()
+    chunk = max(1, chunk or batches)
+
+    def run_once() -> Run:
+        it = iter(ds)
+        try:
+            consume(it, tf.constant(max(1, warmup)))  # traces; buffers fill; not timed
+            examples = pulled = 0
+            with _Timer() as t:
+                start = time.perf_counter()
+                while pulled < batches or time.perf_counter() - start < min_seconds:
+                    examples += int(consume(it, tf.constant(chunk)))
+                    pulled += chunk
+        except tf.errors.OutOfRangeError:
+            raise UserError(f"{name}: the dataset is empty") from None
+        finally:
+            del it  # stops its background threads before the next variant runs
+        return Run(t.seconds, pulled, examples, t.cpu)
+
+    return Probe(name, run_once)
+
+
+def training_probe(
+    name: str,
+    run_steps: StepRunner,
+    ds: Any,
+    *,
+    steps: int,
+    warmup: int,
+    examples_per_step: int,
+    min_seconds: float = 0.0,
+) -> Probe:
+    """A real train step fed by `ds`: each repeat runs two untimed calls of `warmup` steps
+    (the first may trace and compile, the second warms kernel caches; later repeats reuse
+    the trace), then calls of `steps` steps until `min_seconds` have passed."""
+    ds = repeat_if_finite(ds)
+
+    def run_once() -> Run:
+        it = iter(ds)
+        try:
+            run_steps(it, max(1, warmup))
+            run_steps(it, max(1, warmup))
+            wait = 0.0
+            done = 0
+            with _Timer() as t:
+                start = time.perf_counter()
+                while done == 0 or time.perf_counter() - start < min_seconds:
+                    wait += float(run_steps(it, steps))
+                    done += steps
+        finally:
+            del it
+        return Run(t.seconds, done, done * examples_per_step, t.cpu, wait)
+
+    return Probe(name, run_once)
+
+
+def side_by_side(
+    probes: Iterable[Probe],
+    *,
+    repeats: int,
+    on_run: OnRun | None = None,
+    time_limit: float | None = None,
+) -> dict[str, Measurement]:
+    """Every probe `repeats` times, round-robin (A B C A B C ...). With `time_limit`
+    (seconds), no new round starts once it has passed (at least one round runs, so every
+    variant has a measurement; comparisons then say 'same' for want of pairs)."""
+    probes = list(probes)
+    out = {p.name: Measurement(p.name) for p in probes}
+    start = time.monotonic()
+    for r in range(repeats):
+        if r and time_limit is not None and time.monotonic() - start > time_limit:
+            break
+        for p in probes:
+            out[p.name].runs.append(p())
+            if on_run is not None:
+                on_run(p.name, r)
+    return out
+
+
+def measure_one(probe: Probe, *, repeats: int, on_run: OnRun | None = None) -> Measurement:
+    """One variant alone, `repeats` times."""
+    return side_by_side([probe], repeats=repeats, on_run=on_run)[probe.name]
+
+
+def measure_datasets(
+    datasets: Mapping[str, Any],
+    *,
+    repeats: int,
+    batches: int,
+    warmup: int,
+    on_run: OnRun | None = None,
+) -> dict[str, Measurement]:
+    """Batched datasets side by side, repeats interleaved (benchmarks compare variants so)."""
+    probes = [pipeline_probe(n, ds, batches=batches, warmup=warmup) for n, ds in datasets.items()]
+    return side_by_side(probes, repeats=repeats, on_run=on_run)

@@ -1,0 +1,87 @@
+"""What one timed run found and how repeats of it are summarised: `Run` (one repeat),
+`Measurement` (all repeats of one variant), `Stat` (median, min, max). No TensorFlow here."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stat:
+    median: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stat:
+        if not values:
+            return cls(0.0, 0.0, 0.0)
+        return cls(statistics.median(values), min(values), max(values))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"median": self.median, "min": self.min, "max": self.max}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed repeat, warm-up excluded."""
+
+    seconds: float
+    batches: int
+    examples: int
+    # CPU time of this whole process (all TensorFlow threads) while timing: steadier than
+    # wall time on a machine shared with other jobs, and what input and model share.
+    cpu_seconds: float = 0.0
+    # Time the train step waited for its input (training probes only).
+    wait_seconds: float = 0.0
+
+
+@dataclass
+class Measurement:
+    """Every repeat of one variant; rates are medians over repeats (one noisy moment of a
+    shared machine does not decide), spreads are min..max."""
+
+    name: str
+    runs: list[Run] = field(default_factory=list)
+
+    def _stat(self, fn: Callable[[Run], float]) -> Stat:
+        return Stat.of([fn(r) for r in self.runs if r.seconds > 0])
+
+    @property
+    def examples_per_s(self) -> Stat:
+        return self._stat(lambda r: r.examples / r.seconds)
+
+    @property
+    def batches_per_s(self) -> Stat:
+        return self._stat(lambda r: r.batches / r.seconds)
+
+    @property
+    def cpu_us_per_example(self) -> Stat:
+        return self._stat(lambda r: r.cpu_seconds / max(1, r.examples) * 1e6)
+
+    @property
+    def examples_per_batch(self) -> float:
+        return sum(r.examples for r in self.runs) / max(1, sum(r.batches for r in self.runs))
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.runs)
+
+    @property
+    def input_bound_fraction(self) -> float:
+        """Share of the timed wall time the train step waited for input (all repeats)."""
+        wall = self.seconds
+        return sum(r.wait_seconds for r in self.runs) / wall if wall > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "examples_per_s": self.examples_per_s.to_dict(),
+            "batches_per_s": self.batches_per_s.to_dict(),
+            "cpu_us_per_example": self.cpu_us_per_example.to_dict(),
+            "input_bound_fraction": self.input_bound_fraction,
+            "runs": [asdict(r) for r in self.runs],
+        }

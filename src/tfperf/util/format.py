@@ -1,0 +1,18 @@
+"""The one way numbers are written for people: rates and counts with thousands separators,
+a few significant digits for small values, and a compact form for narrow columns."""
+
+from __future__ import annotations
+
+
+def number(value: float | None, *, small_digits: int = 1, missing: str = "-") -> str:
+    """12,345 for values >= 100; 12.3 (small_digits decimals) below; `missing` for None."""
+    if value is None:
+        return missing
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.{small_digits}f}"
+
+
+def compact(value: float) -> str:
+    """415k, 1.2M: short enough for a min-max column in 80 columns."""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    return f"{value / 1e3:.0f}k" if abs(value) >= 1e4 else f"{value:,.0f}"
