@@ -60,5 +60,16 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["ConfigError", "Feature", "Manifest", "RowError", "RunConfig", "Schema",
-           "UserError", "config_from_dict", "load_config", "load_manifest", *_LAZY]  # fmt: skip
+__all__ = [
+    "ConfigError",
+    "Feature",
+    "Manifest",
+    "RowError",
+    "RunConfig",
+    "Schema",
+    "UserError",
+    "config_from_dict",
+    "load_config",
+    "load_manifest",
+    *_LAZY,
+]

@@ -39,19 +39,19 @@ class DataConfig(_Section):
     # replaces tfperf's pipeline (the doctor diagnoses any pipeline).
     pipeline: str | None = None
     label: str | None = None  # feature used as the label when no workload is set
-    variant: Literal["tuned", "original"] = "tuned"  # original: the seed author's pipeline
+    variant: Literal["tuned", "original"] = "tuned"  # original: the original author's pipeline
     examples: int = Field(100_000, gt=0)  # size of a built-in workload's generated data
     eval_examples: int = Field(10_000, ge=0)
     seed: int = 0  # generator seed for built-in workloads
 
 
 class PipelineConfig(_Section):
-    batch_size: int = Field(512, gt=0)  # per replica; seed E's batch
+    batch_size: int = Field(512, gt=0)  # per replica; the chess workload's batch
     shuffle_files: bool = True
     interleave_cycle: int | Auto = "auto"  # files read at once; auto: min(#files, 16)
     read_parallelism: int | Auto = "auto"  # auto: tf.data.AUTOTUNE
     cache_records: bool | str = False  # True: RAM, a string: a cache file path prefix
-    shuffle_buffer: int = Field(10_000, ge=0)  # seed E's buffer; 0 disables
+    shuffle_buffer: int = Field(10_000, ge=0)  # the chess workload's buffer; 0 disables
     shuffle_ram_mb: float = Field(1024.0, gt=0)  # RAM budget for the shuffle buffer
     repeat: bool = True  # in training; evaluation reads one epoch
     parse: Literal["batched", "per_example"] = "batched"

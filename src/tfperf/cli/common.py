@@ -25,9 +25,12 @@ RunFileArg = Annotated[
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a run-file value: --set pipeline.batch_size=256 "
-                 "(repeatable; the value is read as YAML)."),
-]  # fmt: skip
+    typer.Option(
+        "--set",
+        help="Override a run-file value: --set pipeline.batch_size=256 "
+        "(repeatable; the value is read as YAML).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 

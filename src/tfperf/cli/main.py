@@ -10,8 +10,17 @@ import typer
 from tfperf.cli.common import quiet_tensorflow
 
 # Order shown in --help: the user's path through the data flow.
-COMMANDS = ["demo", "convert", "inspect", "bench", "train", "evaluate", "doctor", "profile",
-            "cluster_server"]  # fmt: skip
+COMMANDS = [
+    "demo",
+    "convert",
+    "inspect",
+    "bench",
+    "train",
+    "evaluate",
+    "doctor",
+    "profile",
+    "cluster_server",
+]
 
 app = typer.Typer(
     name="tfperf",

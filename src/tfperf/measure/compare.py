@@ -40,8 +40,13 @@ class Comparison:
         return self.verdict == "faster"
 
     def to_dict(self) -> dict[str, object]:
-        return {"ratio": self.ratio, "low": self.low, "high": self.high,
-                "ratios": list(self.ratios), "verdict": self.verdict}
+        return {
+            "ratio": self.ratio,
+            "low": self.low,
+            "high": self.high,
+            "ratios": list(self.ratios),
+            "verdict": self.verdict,
+        }
 
 
 def paired_ratios(a: Measurement, b: Measurement) -> tuple[float, ...]:

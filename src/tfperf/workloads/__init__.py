@@ -1,5 +1,6 @@
-"""The seeds' workloads, each with a generator, schema, tuned batch preprocessing, the
-original pipeline and a Keras model. Modules are imported only when asked for."""
+"""The built-in workloads, each from a well-known slow-training write-up, with a generator,
+schema, tuned batch preprocessing, the original pipeline and a Keras model. Modules are
+imported only when asked for."""
 
 from __future__ import annotations
 

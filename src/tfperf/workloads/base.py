@@ -1,5 +1,5 @@
 """What a built-in workload provides: a deterministic generator, its schema, the tuned
-batch preprocessing (run by data/pipeline.py after one batched parse), the seed author's
+batch preprocessing (run by data/pipeline.py after one batched parse), the original author's
 original pipeline (the baseline to beat), and a Keras 3 model with its loss.
 
 A workload never builds the tuned tf.data pipeline itself: data/pipeline.py owns the
@@ -54,7 +54,7 @@ class Workload:
         raise NotImplementedError
 
     def offline_preprocess(self) -> Callable[[Row], Row] | None:
-        """Heavy per-row work done once by `convert` (seed A); None when there is none."""
+        """Heavy per-row work done once by `convert` (offline preprocessing); None if none."""
         return None
 
     # ---- the tuned pipeline's stages (whole batches of parsed, decoded tensors) --------
@@ -66,11 +66,11 @@ class Workload:
         """Per-example variant, used only when `per_example` is True."""
         raise NotImplementedError
 
-    # ---- the original pipeline, as the seed's author wrote it --------------------------
+    # ---- the original pipeline, as its original author wrote it --------------------------
     def original_dataset(
         self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
     ) -> tf.data.Dataset:
-        """The baseline: (features, labels) batches built the seed's way.
+        """The baseline: (features, labels) batches built the original author's way.
 
         `files` are the shards the original reads (see `original_needs_raw`).
         With training=False it must be deterministic and unshuffled so that its values

@@ -1,4 +1,5 @@
-"""Seed E's chess positions: 194 packed bytes ('d') plus an int64 score ('s') per record.
+"""The slow tf.data question's chess positions: 194 packed bytes ('d') plus an int64
+score ('s') per record.
 
 Holds the synthetic generator, the tuned whole-batch bit unpacking (vectorized, float32),
 the question's original pipeline (per-example parse, float64 unpacking after batching)
@@ -53,7 +54,7 @@ def pack_position(bits: np.ndarray, flags: Sequence[int], is_mate: int) -> bytes
     out[:BOARD_BITS] = np.asarray(bits, np.uint8).reshape(-1)
     out[FLAG_BITS[0] : FLAG_BITS[1]] = np.asarray(flags, np.uint8)
     out[MATE_BIT] = int(is_mate)
-    return np.packbits(out).tobytes()  # packbits is MSB first ('big'), as the seed reads
+    return np.packbits(out).tobytes()  # packbits is MSB first ('big'), as the original reads
 
 
 def combined_score_numpy(s: np.ndarray, is_mate: np.ndarray, a: float, k: float, b: float):
@@ -66,7 +67,7 @@ def combined_score_numpy(s: np.ndarray, is_mate: np.ndarray, a: float, k: float,
 
 class ChessWorkload(Workload):
     name = "chess"
-    description = "seed E: packed chess positions -> board planes, flags and a score"
+    description = "packed chess positions -> board planes, flags and a score"
     default_batch_size = 512  # the question's batch
     loss = "mse"
     metrics = ("mae",)
@@ -86,8 +87,14 @@ class ChessWorkload(Workload):
             raise ValueError(f"chess option a: expected 0 < a < 1, found {a}")
         if k <= 0 or b <= 1:
             raise ValueError(f"chess options: expected k > 0 and b > 1, found k={k}, b={b}")
-        super().__init__(a=a, k=k, b=b, mate_fraction=mate_fraction,
-                         attack_density=attack_density, filters=filters)  # fmt: skip
+        super().__init__(
+            a=a,
+            k=k,
+            b=b,
+            mate_fraction=mate_fraction,
+            attack_density=attack_density,
+            filters=filters,
+        )
         self.a, self.k, self.b = float(a), float(k), float(b)
         self.mate_fraction = mate_fraction
         self.attack_density = attack_density
@@ -148,8 +155,10 @@ class ChessWorkload(Workload):
         # slot is r * 6 + 2k + h: the board's table carries the signs (odd bits negative)
         # with each byte's bits ordered [r][h], and the regrouping is one transpose that
         # moves (h = 0, 1) pairs, ~25% cheaper than moving single values.
-        assert all((q % 4) * 6 + q // 4 == j and PLANE_SIGN[j] == (-1.0 if q % 2 else 1.0)
-                   for j, q in enumerate(PLANE_INDEX))  # fmt: skip
+        assert all(
+            (q % 4) * 6 + q // 4 == j and PLANE_SIGN[j] == (-1.0 if q % 2 else 1.0)
+            for j, q in enumerate(PLANE_INDEX)
+        )
         signed = np.where(np.arange(8) % 2 == 1, -table, table)
         signed = signed.reshape(256, 2, 4).transpose(0, 2, 1)  # [v][r][h] = bit 4h + r of v
         board = tf.gather(tf.constant(signed), tf.cast(raw[:, : BOARD_BITS // 8], tf.int32))

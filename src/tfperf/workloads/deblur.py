@@ -1,5 +1,6 @@
-"""Seed B's deblurring: (blurred, sharp) full-size image pairs, stored as PNG files are,
-from which training crops patches; both images of a pair must get the same random patch.
+"""The TF2 training-time tutorial's deblurring: (blurred, sharp) full-size image pairs,
+stored as PNG files are, from which training crops patches; both images of a pair must
+get the same random patch.
 
 Holds the generator (PNG-encoded pairs), the offline step `convert` runs once (decode both
 PNGs: the tutorial's "cache of loaded images before patch selection", done offline), the
@@ -86,7 +87,7 @@ def _synthetic_image(rng: np.random.Generator, height: int, width: int) -> np.nd
 
 class DeblurWorkload(Workload):
     name = "deblur"
-    description = "seed B: deblurring CNN on (blurred, sharp) patches cropped alike"
+    description = "deblurring CNN on (blurred, sharp) patches cropped alike"
     default_batch_size = 16
     loss = "mse"
     metrics = ("mae",)
@@ -115,9 +116,16 @@ class DeblurWorkload(Workload):
             )
         if crop not in CROPS:
             raise ValueError(f"deblur option crop: expected one of {CROPS}, found {crop!r}")
-        super().__init__(image_height=image_height, image_width=image_width, patch=patch,
-                         blur_radius=blur_radius, crop=crop, crop_seed=crop_seed,
-                         filters=filters, blocks=blocks)  # fmt: skip
+        super().__init__(
+            image_height=image_height,
+            image_width=image_width,
+            patch=patch,
+            blur_radius=blur_radius,
+            crop=crop,
+            crop_seed=crop_seed,
+            filters=filters,
+            blocks=blocks,
+        )
         self.height, self.width = image_height, image_width
         self.patch, self.blur_radius = patch, blur_radius
         self.crop, self.crop_seed = crop, crop_seed
@@ -217,8 +225,9 @@ class DeblurWorkload(Workload):
     ) -> keras.utils.PyDataset:
         """The tutorial's loader, for `model.fit` (pydataset_options: workers, ...); `files`
         are raw shards (PNG bytes, the split `raw_split`)."""
-        return _sequence_class()(self, files, batch_size, training=training, seed=seed,
-                                 **pydataset_options)  # fmt: skip
+        return _sequence_class()(
+            self, files, batch_size, training=training, seed=seed, **pydataset_options
+        )
 
     def original_dataset(
         self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
@@ -268,10 +277,19 @@ def _sequence_class() -> type:
     import keras
 
     class DeblurSequence(keras.utils.PyDataset):
-        """Pairs read from disk per item, both PNGs decoded by PIL, cropped in numpy (seed B)."""
+        """Pairs read from disk per item, both PNGs decoded by PIL, cropped in numpy (as
+        the tutorial's Keras Sequence did)."""
 
-        def __init__(self, wl: DeblurWorkload, files: Sequence[str], batch_size: int, *,
-                     training: bool, seed: int | None, **kwargs: Any):  # fmt: skip
+        def __init__(
+            self,
+            wl: DeblurWorkload,
+            files: Sequence[str],
+            batch_size: int,
+            *,
+            training: bool,
+            seed: int | None,
+            **kwargs: Any,
+        ):
             super().__init__(**kwargs)
             self.wl, self.batch_size, self.training = wl, batch_size, training
             self.schema = wl.raw_schema()  # PNG bytes, decoded per item below

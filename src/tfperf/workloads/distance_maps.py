@@ -1,4 +1,4 @@
-"""Seed A's interactive object selection: a grayscale image, positive and negative user
+"""A thesis project's interactive object selection: a grayscale image, positive and negative user
 clicks, and the target mask; the network sees the image plus two click distance maps.
 
 Holds the generator, the offline step that `convert` runs once (vectorized numpy distance
@@ -45,8 +45,9 @@ def distance_maps(clicks: np.ndarray, size: int, clip: int = 255) -> np.ndarray:
     return np.minimum(np.rint(np.minimum(d, clip)), clip).astype(np.uint8)
 
 
-def distance_maps_python(clicks: Sequence[Sequence[Sequence[int]]], size: int,
-                         clip: int = 255) -> np.ndarray:  # fmt: skip
+def distance_maps_python(
+    clicks: Sequence[Sequence[Sequence[int]]], size: int, clip: int = 255
+) -> np.ndarray:
     """The thesis's way: the same maps as `distance_maps`, one pixel and one click at a
     time in plain Python, as interactive-selection code of that era computed them.
 
@@ -72,7 +73,7 @@ def distance_maps_python(clicks: Sequence[Sequence[Sequence[int]]], size: int,
 
 class DistanceMapsWorkload(BinaryLogitsWorkload):
     name = "distance_maps"
-    description = "seed A: segmentation from image + click distance maps (computed offline)"
+    description = "interactive segmentation from image + click distance maps (computed offline)"
     default_batch_size = 32
     original_needs_raw = True  # the thesis computed the maps from raw clicks every step
 
@@ -88,8 +89,7 @@ class DistanceMapsWorkload(BinaryLogitsWorkload):
                 f"distance_maps options: expected max_clicks >= 1 and 1 <= clip <= 255 "
                 f"(uint8 maps), found max_clicks={max_clicks}, clip={clip}"
             )
-        super().__init__(image_size=image_size, max_clicks=max_clicks, clip=clip,
-                         filters=filters)  # fmt: skip
+        super().__init__(image_size=image_size, max_clicks=max_clicks, clip=clip, filters=filters)
         self.image_size, self.max_clicks, self.clip = image_size, max_clicks, clip
         self.filters = filters
 
@@ -168,7 +168,7 @@ class DistanceMapsWorkload(BinaryLogitsWorkload):
         """Raw shards -> parse_single_example -> tf.py_function(distance maps in Python)
         -> normalise -> batch -> repeat, as the thesis's input did per example.
 
-        The seed's original: its training input called a Python function that computed
+        The original: its training input called a Python function that computed
         the distance maps from the clicks for every example at every step, and training
         ran at ~2.4 images/s on a GTX 1080, i.e. ~400 ms of Python per image.
         `distance_maps_python` is that function written plainly (per pixel, per click);

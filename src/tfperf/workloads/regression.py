@@ -1,9 +1,9 @@
-"""Seed D's toy problem: 1024 N(0,1) features, label 1 when their sum is positive.
+"""The queues-vs-feed_dict tutorial's toy problem: 1024 N(0,1) features, label 1 when
+their sum is positive.
 
-Holds the generator, the tuned batch step (a cast), the seed's baseline (numpy batches
+Holds the generator, the tuned batch step (a cast), the original baseline (numpy batches
 handed over from Python every step, here through Dataset.from_generator over shards read
-in pure Python) and the seed's model. Also home of the record iterators that the
-Python-fed originals share (over data/verify.py's TFRecord framing reader).
+in pure Python) and the original model.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 
 class RegressionWorkload(BinaryLogitsWorkload):
     name = "regression"
-    description = "seed D: 1024 normal features, label = sum > 0, Dense(1024) -> logit"
-    default_batch_size = 128  # the seed's batch
-    # The seed's optimizer and learning rate.
-    # The seed's Adam(1e-2); the train loop reads these when the run file sets none.
+    description = "1024 normal features, label = sum > 0, Dense(1024) -> logit"
+    default_batch_size = 128  # the original's batch
+    # The original's optimizer and learning rate.
+    # The original's Adam(1e-2); the train loop reads these when the run file sets none.
     optimizer = default_optimizer = "adam"
     learning_rate = default_learning_rate = 1e-2
 
@@ -68,7 +68,7 @@ class RegressionWorkload(BinaryLogitsWorkload):
     def numpy_batches(
         self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The seed's feed: records read and decoded in Python, stacked into numpy batches.
+        """The original feed: records read and decoded in Python, stacked into numpy batches.
 
         Training: shuffled file order each pass, forever, full batches only;
         evaluation: files in order, one pass, the last batch may be short.
@@ -102,7 +102,7 @@ class RegressionWorkload(BinaryLogitsWorkload):
         self, files: Sequence[str], batch_size: int, *, training: bool, seed: int | None = None
     ) -> tf.data.Dataset:
         """Dataset.from_generator over `numpy_batches`: every batch crosses from Python,
-        one at a time, as feed_dict did in the seed."""
+        one at a time, as feed_dict did in the original."""
         import tensorflow as tf
 
         files = list(files)
@@ -116,7 +116,7 @@ class RegressionWorkload(BinaryLogitsWorkload):
 
     # ---- the model -----------------------------------------------------------------------
     def build_model(self) -> keras.Model:
-        """The seed's model: Dense(1024, relu) -> Dense(1), a logit."""
+        """The original model: Dense(1024, relu) -> Dense(1), a logit."""
         import keras
 
         x = keras.Input(shape=(self.features,), name="x")
