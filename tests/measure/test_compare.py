@@ -1,0 +1,57 @@
+"""The noise-aware comparison: paired ratios and the sign rule, table-driven."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfperf.measure import Measurement, Run, compare, judge, paired_ratios
+
+
+@pytest.mark.parametrize(
+    ("ratios", "verdict"),
+    [
+        ((1.5, 1.4, 1.6), "faster"),
+        ((1.5, 0.9, 1.6), "same"),  # one pair disagrees: noise, not a gain
+        ((1.01, 1.02, 1.01), "same"),  # every pair agrees, but below the minimum gain
+        ((0.5, 0.6, 0.55), "slower"),
+        ((0.99, 0.98, 0.99), "same"),
+        ((2.0,), "same"),  # one pair never decides
+        ((), "same"),
+    ],
+)
+def test_judge_needs_every_pair_and_a_minimum_gain(ratios, verdict):
+    assert judge(ratios) == verdict
+
+
+def _m(name: str, rates: list[float]) -> Measurement:
+    # 1 s runs: examples/s equals the examples counted
+    return Measurement(name, [Run(1.0, 10, int(r)) for r in rates])
+
+
+def test_compare_pairs_repeat_by_repeat_so_a_shared_slow_moment_cancels():
+    # The machine slowed down in repeat 2 for both variants: unpaired medians would blur
+    # it, the pairs still all say B is twice as fast.
+    a = _m("a", [1000, 300, 1000])
+    b = _m("b", [2000, 600, 2000])
+    c = compare(a, b)
+    assert c.ratios == (2.0, 2.0, 2.0)
+    assert (c.ratio, c.low, c.high, c.verdict) == (2.0, 2.0, 2.0, "faster")
+    assert compare(b, a).verdict == "slower"
+
+
+def test_paired_ratios_skip_runs_that_measured_nothing():
+    a = Measurement("a", [Run(1.0, 1, 100), Run(0.0, 0, 0), Run(1.0, 1, 100)])
+    b = Measurement("b", [Run(1.0, 1, 150), Run(1.0, 1, 150)])
+    assert paired_ratios(a, b) == (1.5,)
+
+
+def test_measurement_statistics():
+    m = Measurement(
+        "x",
+        [Run(2.0, 4, 400, cpu_seconds=1.0, wait_seconds=0.5), Run(1.0, 2, 300, wait_seconds=0.1)],
+    )
+    assert m.examples_per_s.median == 250.0
+    assert (m.examples_per_s.min, m.examples_per_s.max) == (200.0, 300.0)
+    assert m.examples_per_batch == 700 / 6
+    assert m.input_bound_fraction == pytest.approx(0.6 / 3.0)
+    assert m.to_dict()["runs"][0]["wait_seconds"] == 0.5

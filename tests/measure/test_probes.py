@@ -1,0 +1,74 @@
+"""The probes on real tf.data pipelines and a real compiled step: counts are exact,
+warm-up is not counted, variants interleave, and a time limit ends the rounds."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfperf.measure import (
+    cached_batch,
+    leading_dim,
+    measure_one,
+    pipeline_probe,
+    repeat_if_finite,
+    side_by_side,
+    training_probe,
+)
+
+
+def test_pipeline_probe_counts_examples_of_timed_batches_only():
+    ds = tf.data.Dataset.range(1000).batch(10)  # finite: the probe repeats it
+    m = measure_one(pipeline_probe("p", ds, batches=7, warmup=3, chunk=7), repeats=2)
+    assert [(r.batches, r.examples) for r in m.runs] == [(7, 70), (7, 70)]
+    assert m.examples_per_s.median > 0 and m.examples_per_batch == 10
+
+
+def test_pipeline_probe_counts_a_last_partial_batch_by_its_rows():
+    ds = tf.data.Dataset.range(25).batch(10)  # 10, 10, 5 then again
+    m = measure_one(pipeline_probe("p", ds, batches=3, warmup=3, chunk=3), repeats=1)
+    assert m.runs[0].examples == 25  # warm-up took one whole pass; the timed one another
+
+
+def test_side_by_side_interleaves_variants_in_every_round():
+    order: list[tuple[str, int]] = []
+    probes = [
+        pipeline_probe(n, tf.data.Dataset.range(100).batch(5), batches=2, warmup=1)
+        for n in ("a", "b")
+    ]
+    out = side_by_side(probes, repeats=3, on_run=lambda name, r: order.append((name, r)))
+    assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+    assert [len(m.runs) for m in out.values()] == [3, 3]
+
+
+def test_side_by_side_stops_starting_rounds_after_the_time_limit():
+    probes = [pipeline_probe("a", tf.data.Dataset.range(100).batch(5), batches=2, warmup=1)]
+    out = side_by_side(probes, repeats=50, time_limit=0.0)
+    assert len(out["a"].runs) == 1  # the first round always runs
+
+
+def test_training_probe_runs_a_compiled_step_and_reports_its_input_wait():
+    w = tf.Variable(0.0)
+
+    @tf.function
+    def steps(it, n):
+        for _ in tf.range(n):
+            w.assign_add(tf.reduce_sum(tf.cast(next(it), tf.float32)))
+        return tf.constant(0.25)
+
+    ds = cached_batch(tf.data.Dataset.from_tensor_slices(tf.ones([64, 3])).batch(8))
+    probe = training_probe(
+        "t", lambda it, n: float(steps(it, n)), ds, steps=5, warmup=2, examples_per_step=8
+    )
+    m = measure_one(probe, repeats=2)
+    assert [(r.batches, r.examples, r.wait_seconds) for r in m.runs] == [(5, 40, 0.25)] * 2
+    # two warm-up calls of 2 steps and one timed call of 5 steps per repeat, 8 x 3 ones each
+    assert float(w.numpy()) == 2 * (2 + 2 + 5) * 24
+
+
+def test_leading_dim_and_repeat_if_finite():
+    assert leading_dim((tf.zeros([7, 2]), tf.zeros([7]))) == 7
+    assert leading_dim(tf.constant(3)) == 1
+    inf = tf.data.Dataset.range(3).repeat()
+    assert repeat_if_finite(inf) is inf
+    finite = repeat_if_finite(tf.data.Dataset.range(3))
+    assert list(finite.take(5).as_numpy_iterator()) == [0, 1, 2, 0, 1]
