@@ -1,13 +1,16 @@
 """Measures an input pipeline alone, without a model: examples/s, batches/s and MB/s of the
 full tuned pipeline, of each stage prefix and, on request, of the workload's original
-pipeline, warm-up excluded, repeats interleaved (A B A B ...). Printing is cli/bench.py's job.
+pipeline, warm-up excluded, repeats interleaved (A B A B ...). The timing is tfperf.measure's
+(batches pulled inside a compiled loop, as a train step pulls them); this module builds the
+pipelines, labels them and names a corrupt shard. Printing is cli/bench.py's job.
 
 The JSON of a report (`BenchReport.to_json()`), format "tfperf.bench/1":
 
 - ``format``, ``tf_version``, ``cpus``: what produced the numbers;
 - ``run_file``, ``workload``, ``split``, ``batch_size``: what was measured;
 - ``repeats``, ``batches``, ``warmup``: measured batches per run and the batches
-  pulled (and not timed) before each run; every run starts a fresh iterator;
+  pulled (and not timed) before each run (at least one, which also compiles the loop that
+  pulls them); every run starts a fresh iterator;
 - ``tuned``: the full tuned pipeline (a *measurement*, below);
 - ``original``: the workload's original pipeline, or null without ``compare``;
 - ``stages``: measurements of each stage prefix in pipeline order (``read``,
@@ -34,14 +37,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import statistics
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.config import RunConfig
+from tfperf.data.pipeline import naming_corrupt_shards
 from tfperf.errors import UserError
+from tfperf.inputs.datasets import (
+    ensure_workload_data,
+    make_input_dataset,
+    split_shards,
+    workload_of,
+)
+from tfperf.measure import Measurement, Probe, Run, Stat, pipeline_probe, side_by_side
+from tfperf.util.progress import progress_bar
 
 FORMAT = "tfperf.bench/1"
 # Defaults sized so that a whole default bench of the chess workload (six stage prefixes,
@@ -51,56 +61,18 @@ DEFAULT_WARMUP = 10
 DEFAULT_REPEATS = 3
 # Stages whose output is single records: bench batches them itself.
 _UNBATCHED = ("read", "cache_records", "shuffle", "repeat")
-
-
-@dataclass(frozen=True)
-class Stat:
-    median: float
-    min: float
-    max: float
-
-    @classmethod
-    def of(cls, values: list[float]) -> Stat:
-        return cls(statistics.median(values), min(values), max(values))
-
-    def to_dict(self) -> dict[str, float]:
-        return {"median": self.median, "min": self.min, "max": self.max}
-
-
-@dataclass(frozen=True)
-class Run:
-    seconds: float
-    batches: int
-    examples: int
-    # CPU time of this whole process (all TensorFlow threads) while timing: steadier than
-    # wall time on a machine shared with other jobs.
-    cpu_seconds: float = 0.0
+# The keys of one run in the JSON (a pipeline alone never waits for a train step).
+_RUN_KEYS = ("seconds", "batches", "examples", "cpu_seconds")
 
 
 @dataclass
-class Measurement:
-    """One pipeline (or prefix) measured `repeats` times."""
+class PipelineMeasurement(Measurement):
+    """One pipeline (or prefix) measured `repeats` times, with bench's labels and the size
+    of its serialized records (for MB/s)."""
 
-    name: str
-    variant: str
-    stage: str | None
-    record_bytes: float | None
-    runs: list[Run] = field(default_factory=list)
-
-    def _stat(self, fn: Callable[[Run], float]) -> Stat:
-        return Stat.of([fn(r) for r in self.runs])
-
-    @property
-    def examples_per_s(self) -> Stat:
-        return self._stat(lambda r: r.examples / r.seconds)
-
-    @property
-    def batches_per_s(self) -> Stat:
-        return self._stat(lambda r: r.batches / r.seconds)
-
-    @property
-    def cpu_us_per_example(self) -> Stat:
-        return self._stat(lambda r: r.cpu_seconds / max(1, r.examples) * 1e6)
+    variant: str = "tuned"
+    stage: str | None = None
+    record_bytes: float | None = None
 
     @property
     def mb_per_s(self) -> Stat | None:
@@ -120,7 +92,7 @@ class Measurement:
             "mb_per_s": mb.to_dict() if mb else None,
             "cpu_us_per_example": self.cpu_us_per_example.to_dict(),
             "record_bytes": self.record_bytes,
-            "runs": [vars(r) for r in self.runs],
+            "runs": [{k: getattr(r, k) for k in _RUN_KEYS} for r in self.runs],
         }
 
 
@@ -135,9 +107,9 @@ class BenchReport:
     repeats: int
     batches: int
     warmup: int
-    tuned: Measurement
-    original: Measurement | None = None
-    stages: list[Measurement] = field(default_factory=list)
+    tuned: PipelineMeasurement
+    original: PipelineMeasurement | None = None
+    stages: list[PipelineMeasurement] = field(default_factory=list)
 
     @property
     def tuned_over_original(self) -> float | None:
@@ -202,53 +174,41 @@ def _label(stage: str) -> str:
     return stage if stage == "read" else f"+{stage}"
 
 
-def _leading_dim(element: Any) -> int:
-    """Examples in one element: the leading dimension of its first tensor."""
-    import tensorflow as tf
-
-    leaf = tf.nest.flatten(element)[0]
-    shape = leaf.shape
-    return int(shape[0]) if shape.rank else 1
-
-
 @dataclass
 class _Plan:
-    measurement: Measurement
+    measurement: PipelineMeasurement
     dataset: Any
-    shards: Any  # data.inputs.SplitShards (to name a corrupt shard), or None
+    shards: Any  # inputs.datasets.SplitShards (to name a corrupt shard), or None
 
 
 def _is_per_example(cfg: RunConfig) -> bool:
-    from tfperf.inputs.datasets import workload_of
-
     wl = workload_of(cfg)
     return cfg.pipeline.parse == "per_example" or bool(wl and wl.per_example)
 
 
 def _plans(cfg: RunConfig, *, stages: bool, compare: str | None, split: str) -> list[_Plan]:
-    from tfperf.inputs.datasets import make_input_dataset, split_shards
-
     batch = cfg.pipeline.batch_size
     per_example = _is_per_example(cfg)
 
     def build(variant: str, stage: str | None) -> Any:
         ds = make_input_dataset(cfg, training=True, split=split, variant=variant, stop_after=stage)
         if stage in _UNBATCHED or (stage == "parse" and per_example):
-            # A cheap batch of records (or parsed examples): Python then pulls one element
-            # per batch; pulling single records would measure Python's per-call cost.
+            # A cheap batch of records (or parsed examples), so that every prefix is pulled
+            # batch by batch as the train step pulls the full pipeline. The probe repeats
+            # prefixes that end with the epoch.
             ds = ds.batch(batch, drop_remainder=True)
-        # Prefixes before `repeat` end with the epoch; the full pipeline may too.
-        return ds.repeat()
+        return ds
 
     tuned = split_shards(cfg, training=True, split=split, variant="tuned")
-    full = Measurement("tuned", "tuned", None, tuned.record_bytes if tuned else None)
+    record_bytes = tuned.record_bytes if tuned else None
+    full = PipelineMeasurement("tuned", record_bytes=record_bytes)
     plans: list[_Plan] = []
     if stages and not cfg.data.pipeline:
         for stage in stage_prefixes(cfg, per_example):
             m = (
                 full
                 if stage == "prefetch"
-                else Measurement(_label(stage), "tuned", stage, full.record_bytes)
+                else PipelineMeasurement(_label(stage), stage=stage, record_bytes=record_bytes)
             )
             plans.append(_Plan(m, build("tuned", stage), tuned))
         # The full pipeline is the last prefix: measured once, reported as `tuned` too.
@@ -258,8 +218,10 @@ def _plans(cfg: RunConfig, *, stages: bool, compare: str | None, split: str) -> 
     if compare is not None:
         # Appended after the full pipeline, so that the pair runs back to back.
         orig_shards = split_shards(cfg, training=True, split=split, variant="original")
-        orig = Measurement(
-            "original", "original", None, orig_shards.record_bytes if orig_shards else None
+        orig = PipelineMeasurement(
+            "original",
+            variant="original",
+            record_bytes=orig_shards.record_bytes if orig_shards else None,
         )
         plans.append(_Plan(orig, build("original", None), orig_shards))
     return plans
@@ -294,12 +256,13 @@ def bench_pipeline(
 
     compare="original" also measures the workload's original pipeline, interleaved with
     the tuned one in every repeat. A built-in workload's missing data is generated first.
-    progress=True shows a rich progress bar on stderr.
+    progress=True shows a progress bar on stderr.
     """
-    from tfperf.inputs.datasets import ensure_workload_data
-
-    for name, value, low in (("repeats", repeats, 1), ("batches", batches, 1),
-                             ("warmup", warmup, 0)):  # fmt: skip
+    for name, value, low in (
+        ("repeats", repeats, 1),
+        ("batches", batches, 1),
+        ("warmup", warmup, 0),
+    ):
         if value < low:
             raise UserError(f"--{name}: expected an integer >= {low}, found {value}")
     _check_compare(cfg, compare)
@@ -309,6 +272,7 @@ def bench_pipeline(
     plans = _plans(cfg, stages=stages, compare=compare, split=split)
     _measure(plans, repeats=repeats, batches=batches, warmup=warmup, progress=progress)
     by_name = {p.measurement.name: p.measurement for p in plans}
+    measured_stages = stages and not cfg.data.pipeline
     return BenchReport(
         run_file=cfg.source,
         workload=cfg.workload,
@@ -320,7 +284,7 @@ def bench_pipeline(
         tuned=by_name["tuned"],
         original=by_name.get("original"),
         stages=[p.measurement for p in plans if p.measurement.variant == "tuned"]
-        if stages and not cfg.data.pipeline
+        if measured_stages
         else [],
     )
 
@@ -333,72 +297,62 @@ def measure_datasets(
     warmup: int = DEFAULT_WARMUP,
     record_bytes: float | None = None,
     progress: bool = False,
-) -> dict[str, Measurement]:
+) -> dict[str, PipelineMeasurement]:
     """Measures any batched datasets side by side, repeats interleaved (benchmarks use this
-    to compare variants). Each is repeated, so a short one never runs dry."""
+    to compare variants; `tfperf.measure.compare` judges a pair). A finite dataset is
+    repeated, so a short one never runs dry."""
     plans = [
-        _Plan(Measurement(name, "tuned", None, record_bytes), ds.repeat(), None)
+        _Plan(PipelineMeasurement(name, record_bytes=record_bytes), ds, None)
         for name, ds in datasets.items()
     ]
     _measure(plans, repeats=repeats, batches=batches, warmup=warmup, progress=progress)
     return {p.measurement.name: p.measurement for p in plans}
 
 
+def _probe(plan: _Plan, batches: int, warmup: int) -> Probe:
+    """tfperf.measure's pipeline probe, naming a corrupt shard and explaining an empty
+    pipeline in bench's terms."""
+    name = plan.measurement.name
+    # One compiled call pulls all the timed batches of a run: no Python between batches,
+    # so even a fast prefix is timed without per-call overhead. The bar moves per run.
+    probe = pipeline_probe(name, plan.dataset, batches=batches, warmup=warmup)
+    sh = plan.shards
+
+    def run_once() -> Run:
+        guard = naming_corrupt_shards(sh.files, sh.compression) if sh else contextlib.nullcontext()
+        with guard:
+            try:
+                return probe()
+            except UserError:  # the probe's only error: the dataset ended before a batch
+                raise UserError(
+                    f"bench: pipeline '{name}' produced no batches; is the split smaller "
+                    "than one batch (pipeline.batch_size)?"
+                ) from None
+
+    return Probe(name, run_once)
+
+
 def _measure(
     plans: list[_Plan], *, repeats: int, batches: int, warmup: int, progress: bool
 ) -> None:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Every plan `repeats` times, round-robin (A B A B ...), so that a slow moment of the
+    machine hits all of them; the runs land in each plan's measurement."""
+    names = [p.measurement.name for p in plans]
 
-    total = len(plans) * repeats * (warmup + batches)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=not progress,
-    )
-    with bar:
-        task = bar.add_task("bench", total=total)
-        # Round-robin over the pipelines in every repeat (A B A B ...): a slow moment of
-        # the machine then hits all of them, not one.
-        for r in range(repeats):
-            for plan in plans:
-                m = plan.measurement
-                bar.update(task, description=f"{m.name} (run {r + 1}/{repeats})")
-                m.runs.append(_one_run(plan, batches, warmup, lambda: bar.advance(task)))
+    def running(i: int) -> str:  # the run that starts after `i` runs have finished
+        return f"{names[i % len(names)]} (run {i // len(names) + 1}/{repeats})"
 
+    with progress_bar(
+        running(0), total=len(plans) * repeats, enabled=progress, transient=True
+    ) as bar:
 
-def _one_run(plan: _Plan, batches: int, warmup: int, tick: Callable[[], None]) -> Run:
-    from tfperf.data.pipeline import naming_corrupt_shards
+        def on_run(name: str, repeat: int) -> None:
+            done = repeat * len(names) + names.index(name) + 1
+            bar.advance()
+            if done < len(names) * repeats:
+                bar.update(description=running(done))
 
-    sh = plan.shards
-    guard = naming_corrupt_shards(sh.files, sh.compression) if sh else contextlib.nullcontext()
-    with guard:
-        return _timed(plan, batches, warmup, tick)
-
-
-def _timed(plan: _Plan, batches: int, warmup: int, tick: Callable[[], None]) -> Run:
-    # A fresh iterator per run: its buffers fill during the warm-up, outside the timing.
-    it = iter(plan.dataset)
-    try:
-        for _ in range(warmup):
-            next(it)
-            tick()
-        examples = 0
-        start, cpu = time.perf_counter(), time.process_time()
-        for _ in range(batches):
-            examples += _leading_dim(next(it))
-            tick()
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu
-    except StopIteration:
-        raise UserError(
-            f"bench: pipeline '{plan.measurement.name}' produced no batches; is the split "
-            "smaller than one batch (pipeline.batch_size)?"
-        ) from None
-    finally:
-        del it  # stops its background threads before the next pipeline runs
-    return Run(seconds=seconds, batches=batches, examples=examples, cpu_seconds=cpu)
+        probes = [_probe(p, batches, warmup) for p in plans]
+        measured = side_by_side(probes, repeats=repeats, on_run=on_run)
+    for plan in plans:
+        plan.measurement.runs = measured[plan.measurement.name].runs

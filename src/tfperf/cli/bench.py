@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 # tfperf.bench imports TensorFlow only inside its functions: --help stays fast.
-from tfperf.bench import DEFAULT_BATCHES, DEFAULT_REPEATS, DEFAULT_WARMUP
+from tfperf.bench import DEFAULT_BATCHES, DEFAULT_REPEATS, DEFAULT_WARMUP, bench_pipeline
 from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
@@ -19,6 +21,9 @@ from tfperf.cli.common import (
     print_json,
     user_errors,
 )
+from tfperf.data.manifest import manifest_path
+from tfperf.inputs.datasets import data_dir
+from tfperf.util.format import compact, number
 
 HELP = """Measure the training input pipeline alone (no model): examples/s, batches/s and
 MB/s (serialized records read) of the full tuned pipeline and of each stage prefix
@@ -48,23 +53,12 @@ generated first.
 """
 
 
-def _fmt(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.2f}"
-
-
-def _short(x: float) -> str:
-    """415k, 1.2M: compact enough for the min-max column in 80 columns."""
-    if x >= 1e6:
-        return f"{x / 1e6:.1f}M"
-    return f"{x / 1e3:.0f}k" if x >= 1e4 else f"{x:,.0f}"
-
-
 def _table(report: Any) -> Any:
-    from rich.table import Table
-
-    t = Table(title=f"tfperf bench: {report.workload or report.run_file or 'pipeline'} "
-              f"({report.split}, batch {report.batch_size}, {report.batches} batches x "
-              f"{report.repeats} runs)")  # fmt: skip
+    what = report.workload or report.run_file or "pipeline"
+    t = Table(
+        title=f"tfperf bench: {what} ({report.split}, batch {report.batch_size}, "
+        f"{report.batches} batches x {report.repeats} runs)"
+    )
     for col in ("pipeline", "examples/s", "min-max", "MB/s", "CPU us/ex", "of read"):
         t.add_column(col, justify="left" if col == "pipeline" else "right")
     read = next((m for m in report.stages if m.stage == "read"), None)
@@ -76,9 +70,14 @@ def _table(report: Any) -> Any:
         mb = m.mb_per_s
         frac = f"{ex.median / read.examples_per_s.median:.0%}" if read else ""
         name = "+prefetch = tuned" if m is report.tuned and report.stages else m.name
-        t.add_row(name, _fmt(ex.median), f"{_short(ex.min)}-{_short(ex.max)}",
-                  _fmt(mb.median) if mb else "?",
-                  f"{m.cpu_us_per_example.median:.2f}", frac)  # fmt: skip
+        t.add_row(
+            name,
+            number(ex.median, small_digits=2),
+            f"{compact(ex.min)}-{compact(ex.max)}",
+            number(mb.median, small_digits=2) if mb else "?",
+            f"{m.cpu_us_per_example.median:.2f}",
+            frac,
+        )
     return t
 
 
@@ -102,14 +101,14 @@ def register(app: typer.Typer) -> None:
                 "--batches",
                 help="Timed batches per run (the debug limit: lower is faster, noisier).",
             ),
-        ] = DEFAULT_BATCHES,  # fmt: skip
+        ] = DEFAULT_BATCHES,
         warmup: Annotated[
             int,
             typer.Option(
                 "--warmup",
                 help="Batches pulled before timing each run (buffers fill, autotuning settles).",
             ),
-        ] = DEFAULT_WARMUP,  # fmt: skip
+        ] = DEFAULT_WARMUP,
         compare: Annotated[
             str | None,
             typer.Option(
@@ -118,7 +117,7 @@ def register(app: typer.Typer) -> None:
                 "pipeline and print tuned/original.",
                 metavar="original",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
         stages: Annotated[
             bool,
             typer.Option(
@@ -126,30 +125,30 @@ def register(app: typer.Typer) -> None:
                 help="Measure every stage prefix (read, "
                 "+shuffle, ...) too, to find the slow stage.",
             ),
-        ] = True,  # fmt: skip
+        ] = True,
         split: Annotated[
             str | None, typer.Option("--split", help="Split to read; default data.train_split.")
         ] = None,
     ) -> None:
-        from tfperf.data.manifest import manifest_path
-        from tfperf.inputs.datasets import data_dir
-
         cfg = load_run(runfile, set_)
         if cfg.workload and not cfg.data.pipeline and not manifest_path(data_dir(cfg)).exists():
             console.print(
                 f"no data at {data_dir(cfg)}: generating {cfg.data.examples} "
                 f"{cfg.workload} examples first (data.examples)"
             )
-        from tfperf.bench import bench_pipeline
-
-        report = bench_pipeline(cfg, repeats=repeats, batches=batches, warmup=warmup,
-                                stages=stages, compare=compare, split=split,
-                                progress=True)  # fmt: skip
+        report = bench_pipeline(
+            cfg,
+            repeats=repeats,
+            batches=batches,
+            warmup=warmup,
+            stages=stages,
+            compare=compare,
+            split=split,
+            progress=True,
+        )
         if json_out:
             print_json(report.to_dict())
             return
-        from rich.console import Console
-
         out = Console()
         out.print(_table(report))
         if report.tuned_over_read is not None:
