@@ -22,8 +22,10 @@ from tfperf.data.schema import Feature, Schema  # noqa: E402
 from tfperf.workloads import get_workload  # noqa: E402
 
 BATCH = 32
-MEASUREMENT_KEYS = {"name", "variant", "stage", "examples_per_s", "batches_per_s", "mb_per_s",
-                    "cpu_us_per_example", "record_bytes", "runs"}  # fmt: skip
+MEASUREMENT_KEYS = set(
+    "name variant stage examples_per_s batches_per_s mb_per_s cpu_us_per_example "
+    "record_bytes runs".split()
+)
 
 
 def write_data(root: Path, schema: Schema, rows, shards: int, workload: str | None) -> Path:
@@ -40,8 +42,9 @@ def write_data(root: Path, schema: Schema, rows, shards: int, workload: str | No
         size = (root / name).stat().st_size
         infos.append(ShardInfo(file=name, records=per, bytes=size, sha256="0" * 64))
     split = SplitInfo(shards=infos, records=per * shards)
-    save_manifest(Manifest(name="t", schema=schema, splits={"train": split}, workload=workload),
-                  root)  # fmt: skip
+    save_manifest(
+        Manifest(name="t", schema=schema, splits={"train": split}, workload=workload), root
+    )
     return root
 
 
@@ -50,15 +53,18 @@ def chess_run(tmp_path) -> Path:
     wl = get_workload("chess")
     write_data(tmp_path / "data", wl.schema(), wl.generate(400, seed=1), 2, "chess")
     run = tmp_path / "chess.yaml"
-    run.write_text(f"workload: chess\ndata:\n  dir: data\npipeline:\n  batch_size: {BATCH}\n"
-                   "  shuffle_buffer: 100\n")  # fmt: skip
+    run.write_text(
+        f"workload: chess\ndata:\n  dir: data\npipeline:\n  batch_size: {BATCH}\n"
+        "  shuffle_buffer: 100\n"
+    )
     return run
 
 
 @pytest.fixture
 def plain_run(tmp_path) -> Path:
-    schema = Schema.of(Feature(name="x", dtype="float32", shape=(4,)),
-                       Feature(name="y", dtype="int64"))  # fmt: skip
+    schema = Schema.of(
+        Feature(name="x", dtype="float32", shape=(4,)), Feature(name="y", dtype="int64")
+    )
     rows = ({"x": [i, i, i, i], "y": i % 2} for i in range(300))
     write_data(tmp_path / "plain", schema, rows, 3, None)
     run = tmp_path / "plain.yaml"
@@ -68,8 +74,13 @@ def plain_run(tmp_path) -> Path:
 
 def tfperf(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     env = os.environ | {"TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "120"}
-    proc = subprocess.run([sys.executable, "-m", "tfperf.cli.main", *args], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfperf.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -92,8 +103,8 @@ def check_measurement(m: dict, *, batches: int, repeats: int) -> None:
 
 
 def test_bench_json_with_stages_and_compare(chess_run):
-    out = tfperf("bench", str(chess_run), "--json", "--batches", "3", "--warmup", "1",
-                 "--repeats", "2", "--compare", "original")  # fmt: skip
+    opts = "--json --batches 3 --warmup 1 --repeats 2 --compare original"
+    out = tfperf("bench", str(chess_run), *opts.split())
     rep = json.loads(out.stdout)
     assert rep["format"] == "tfperf.bench/1"
     assert rep["workload"] == "chess" and rep["split"] == "train"
@@ -101,10 +112,10 @@ def test_bench_json_with_stages_and_compare(chess_run):
     assert (rep["batch_size"], rep["batches"], rep["warmup"], rep["repeats"]) == (BATCH, 3, 1, 2)
     assert rep["cpus"] >= 1 and rep["tf_version"] == tf.__version__
     # Stages in pipeline order; the last prefix is the full tuned pipeline.
-    assert [m["stage"] for m in rep["stages"]] == ["read", "shuffle", "batch", "parse",
-                                                    "preprocess", "prefetch"]  # fmt: skip
-    assert [m["name"] for m in rep["stages"]] == ["read", "+shuffle", "+batch", "+parse",
-                                                   "+preprocess", "tuned"]  # fmt: skip
+    stages = ["read", "shuffle", "batch", "parse", "preprocess", "prefetch"]
+    assert [m["stage"] for m in rep["stages"]] == stages
+    names = ["read", "+shuffle", "+batch", "+parse", "+preprocess", "tuned"]
+    assert [m["name"] for m in rep["stages"]] == names
     assert rep["stages"][-1] == rep["tuned"]
     for m in [*rep["stages"], rep["original"]]:
         check_measurement(m, batches=3, repeats=2)
@@ -118,8 +129,8 @@ def test_bench_json_with_stages_and_compare(chess_run):
 
 
 def test_bench_without_stages_or_workload(plain_run):
-    out = tfperf("bench", str(plain_run), "--json", "--no-stages", "--batches", "4",
-                 "--warmup", "0", "--repeats", "1")  # fmt: skip
+    opts = "--json --no-stages --batches 4 --warmup 0 --repeats 1"
+    out = tfperf("bench", str(plain_run), *opts.split())
     rep = json.loads(out.stdout)
     assert rep["workload"] is None and rep["original"] is None and rep["stages"] == []
     assert rep["ratios"] == {"tuned_over_original": None, "tuned_over_read": None}
@@ -128,8 +139,8 @@ def test_bench_without_stages_or_workload(plain_run):
 
 
 def test_bench_table_for_people(chess_run):
-    out = tfperf("bench", str(chess_run), "--batches", "2", "--warmup", "1", "--repeats", "1",
-                 "--compare", "original", "--set", "pipeline.batch_size=16")  # fmt: skip
+    opts = "--batches 2 --warmup 1 --repeats 1 --compare original --set pipeline.batch_size=16"
+    out = tfperf("bench", str(chess_run), *opts.split())
     text = out.stdout
     for label in ("read", "+shuffle", "+parse", "+preprocess", "+prefetch = tuned", "original"):
         assert label in text
@@ -148,8 +159,8 @@ def test_bench_errors_name_the_option_or_file(plain_run, tmp_path):
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
-    bad = tfperf("bench", str(plain_run), "--batches", "20", "--warmup", "0", "--repeats", "1",
-                 "--no-stages", "--set", "pipeline.shuffle_buffer=0", check=False)  # fmt: skip
+    opts = "--batches 20 --warmup 0 --repeats 1 --no-stages --set pipeline.shuffle_buffer=0"
+    bad = tfperf("bench", str(plain_run), *opts.split(), check=False)
     assert bad.returncode == 2, bad.stderr
     flat = "".join(bad.stderr.split())  # rich wraps long lines, even inside a path
     assert str(shard) in flat and "corruptTFRecorddata" in flat
@@ -158,17 +169,19 @@ def test_bench_errors_name_the_option_or_file(plain_run, tmp_path):
 @pytest.mark.parametrize(
     ("pipeline", "workload", "expected"),
     [
-        ({}, None, ["read", "shuffle", "batch", "parse", "preprocess", "prefetch"]),
-        ({"cache_records": True, "cache_preprocessed": True}, None,
-         ["read", "cache_records", "shuffle", "batch", "parse", "preprocess", "cache",
-          "prefetch"]),
-        ({"parse": "per_example"}, None, ["read", "shuffle", "parse", "preprocess", "prefetch"]),
+        ({}, None, "read shuffle batch parse preprocess prefetch"),
+        (
+            {"cache_records": True, "cache_preprocessed": True},
+            None,
+            "read cache_records shuffle batch parse preprocess cache prefetch",
+        ),
+        ({"parse": "per_example"}, None, "read shuffle parse preprocess prefetch"),
     ],
-)  # fmt: skip
+)
 def test_stage_prefixes(pipeline, workload, expected):
     cfg = config_from_dict({"pipeline": pipeline, "workload": workload})
     per_example = cfg.pipeline.parse == "per_example"
-    assert stage_prefixes(cfg, per_example) == expected
+    assert stage_prefixes(cfg, per_example) == expected.split()
 
 
 def test_run_all_replaces_only_its_own_section():
@@ -177,8 +190,10 @@ def test_run_all_replaces_only_its_own_section():
     )
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
-    text = ("# Benchmarks\nintro\n\n<!-- begin bench_a -->\nold a\n<!-- end bench_a -->\n"
-            "notes on a, kept\n<!-- begin bench_b -->\nold b\n<!-- end bench_b -->\n")  # fmt: skip
+    text = (
+        "# Benchmarks\nintro\n\n<!-- begin bench_a -->\nold a\n<!-- end bench_a -->\n"
+        "notes on a, kept\n<!-- begin bench_b -->\nold b\n<!-- end bench_b -->\n"
+    )
     new = run_all.replace_section(text, "bench_a", "## A\nnew a\n")
     assert "old a" not in new and "## A\nnew a\n<!-- end bench_a -->" in new
     assert "notes on a, kept" in new and "old b" in new and new.startswith("# Benchmarks\nintro")
@@ -190,10 +205,12 @@ def test_run_all_replaces_only_its_own_section():
 
 def test_bench_generates_missing_workload_data_with_a_message(tmp_path):
     run = tmp_path / "gen.yaml"
-    run.write_text("workload: chess\ndata:\n  dir: gen\n  examples: 700\n  eval_examples: 64\n"
-                   f"pipeline:\n  batch_size: {BATCH}\n")  # fmt: skip
-    out = tfperf("bench", str(run), "--json", "--no-stages", "--batches", "2", "--warmup", "0",
-                 "--repeats", "1")  # fmt: skip
+    run.write_text(
+        "workload: chess\ndata:\n  dir: gen\n  examples: 700\n  eval_examples: 64\n"
+        f"pipeline:\n  batch_size: {BATCH}\n"
+    )
+    opts = "--json --no-stages --batches 2 --warmup 0 --repeats 1"
+    out = tfperf("bench", str(run), *opts.split())
     assert "generating 700 chess examples first" in " ".join(out.stderr.split())
     assert (tmp_path / "gen" / "manifest.json").exists()
     rep = json.loads(out.stdout)
