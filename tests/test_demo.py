@@ -16,10 +16,25 @@ def test_demo_runs_with_a_step_limit(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run(
         # A relative --out, as `make demo` gives: every path must land inside it, once.
-        [sys.executable, "-m", "tfperf.cli.main", "demo", "--out", "demo", "--max-steps", "40",
-         "--examples", "6000", "--json"],
-        env=env, capture_output=True, text=True, timeout=400, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tfperf.cli.main",
+            "demo",
+            "--out",
+            "demo",
+            "--max-steps",
+            "40",
+            "--examples",
+            "6000",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["steps"] == 40

@@ -36,13 +36,13 @@ _LAZY = {
     "bench_pipeline": "tfperf.bench:bench_pipeline",
     "measure_datasets": "tfperf.bench:measure_datasets",
     "train": "tfperf.train.loop:train",
-    "measure_compute_limit": "tfperf.train.loop:measure_compute_limit",
+    "measure_compute_limit": "tfperf.train.compute_limit:measure_compute_limit",
     "Hook": "tfperf.hooks:Hook",
     "RunState": "tfperf.hooks:RunState",
     "evaluate_checkpoint": "tfperf.train.evaluator:evaluate_checkpoint",
-    "watch": "tfperf.train.evaluator:watch",
+    "watch": "tfperf.train.watch:watch",
     "warm_start": "tfperf.train.warm_start:warm_start",
-    "diagnose": "tfperf.doctor.rules:diagnose",
+    "diagnose": "tfperf.doctor.diagnose:diagnose",
     "fix_pipeline": "tfperf.doctor.fixes:fix_pipeline",
 }
 

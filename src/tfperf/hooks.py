@@ -8,7 +8,7 @@ ask the loop to stop by setting `run.stop_reason`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,12 @@ class RunState:
     iterator: Any = None
     train_step: Any = None  # tfperf.train.step.TrainStep
     stop_reason: str | None = None  # set by a hook (or a signal) to end training after this call
-    extra: dict[str, Any] = field(default_factory=dict)  # hooks may leave results here
+    # What the loop and its hooks report to each other (read at the run's end):
+    strategy_info: Any = None  # tfperf.train.strategy.StrategyInfo of this run
+    signal: str | None = None  # the signal's name (SIGTERM, SIGINT) when one stopped the run
+    nan_message: str | None = None  # why the loss check stopped the run (stop_reason "nan")
+    last_checkpoint: str | None = None  # the checkpoint saved as training ended
+    corrupt_skipped_per_epoch: int | None = None  # records pipeline.on_corrupt=skip drops
 
 
 class Hook:

@@ -31,8 +31,15 @@ def test_skip_trains_on_and_reports_each_epoch(tmp_path):
     bad = data / "train.tfrecord-00001-of-00002"
     _corrupt(bad)
     rf = trainkit.write_runfile(tmp_path, data, epochs=2)
-    proc = trainkit.tfperf("train", str(rf), "--json", "--set", "pipeline.on_corrupt=skip",
-                           "--set", "pipeline.batch_size=8")  # fmt: skip
+    proc = trainkit.tfperf(
+        "train",
+        str(rf),
+        "--json",
+        "--set",
+        "pipeline.on_corrupt=skip",
+        "--set",
+        "pipeline.batch_size=8",
+    )
     out = json.loads(proc.stdout)
     assert out["stopped_because"] == "epochs"
     # The flipped byte sits in shard 1's first record: all 32 of its records are lost.

@@ -18,7 +18,11 @@ import numpy as np
 import pytest
 
 from tfperf.config import load_config
-from tfperf.train import evaluator as ev
+from tfperf.errors import UserError
+from tfperf.train.checkpoints_dir import CheckpointInfo, is_complete, read_final, ready_checkpoints
+from tfperf.train.evaluator import CheckpointMismatchError, evaluate_checkpoint, run_paths
+from tfperf.train.evaluator_process import spawn_evaluator
+from tfperf.train.watch import plan_catch_up, watch
 
 N_EVAL = 24
 BATCH = 8
@@ -40,8 +44,10 @@ def _write_data(root: Path) -> None:
     from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
     from tfperf.data.schema import Feature, Schema
 
-    schema = Schema.of(Feature(name="x", dtype="float32", shape=(4,)),
-                       Feature(name="y", dtype="float32", shape=(1,)))  # fmt: skip
+    schema = Schema.of(
+        Feature(name="x", dtype="float32", shape=(4,)),
+        Feature(name="y", dtype="float32", shape=(1,)),
+    )
     root.mkdir(parents=True)
     x, y = _eval_rows()
     shard = root / "eval.tfrecord-00000-of-00001"
@@ -49,8 +55,9 @@ def _write_data(root: Path) -> None:
         for i in range(N_EVAL):
             w.write(schema.encode({"x": x[i], "y": y[i]}, i))
     data = shard.read_bytes()
-    info = ShardInfo(file=shard.name, records=N_EVAL, bytes=len(data),
-                     sha256=hashlib.sha256(data).hexdigest())  # fmt: skip
+    info = ShardInfo(
+        file=shard.name, records=N_EVAL, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
     split = SplitInfo(shards=[info], records=N_EVAL)
     save_manifest(
         Manifest(name="tiny", schema=schema, splits={"eval": split, "train": split}), root
@@ -109,7 +116,7 @@ class Saver:
         self.step = tf.Variable(0, dtype=tf.int64)
         opt = keras.optimizers.Adam()
         opt.build(self.model.trainable_variables)
-        self.dir = ev.run_paths(cfg)[1]
+        self.dir = run_paths(cfg)[1]
         self.manager = make_manager(make_checkpoint(self.model, opt, self.step), self.dir, keep=10)
 
     def save(self, step: int, scale: float) -> str:
@@ -120,7 +127,7 @@ class Saver:
         return self.manager.save(checkpoint_number=step)
 
     def final(self, step: int, path: str) -> None:
-        from tfperf.train.checkpoint import write_final
+        from tfperf.train.checkpoints_dir import write_final
 
         write_final(self.dir, step, path)
 
@@ -157,18 +164,18 @@ def test_only_listed_and_complete_checkpoints_are_ready(tmp_path):
         'all_model_checkpoint_paths: "ckpt-7"\n'
         'all_model_checkpoint_paths: "ckpt-9"\n'  # listed, no files at all
     )
-    assert ev.ready_checkpoints(d) == [ev.CheckpointInfo(5, str(d / "ckpt-5"))]
-    assert ev.is_complete(d / "ckpt-8") and not ev.is_complete(d / "ckpt-7")
+    assert ready_checkpoints(d) == [CheckpointInfo(5, str(d / "ckpt-5"))]
+    assert is_complete(d / "ckpt-8") and not is_complete(d / "ckpt-7")
     _touch(d / "ckpt-5.index", b"")  # an empty index is a torn write
-    assert ev.ready_checkpoints(d) == []
+    assert ready_checkpoints(d) == []
 
 
 def test_missing_or_torn_state_and_final(tmp_path):
-    assert ev.ready_checkpoints(tmp_path / "nowhere") == []
+    assert ready_checkpoints(tmp_path / "nowhere") == []
     (tmp_path / "FINAL").write_text('{"step": 3')  # torn
-    assert ev.read_final(tmp_path) is None
+    assert read_final(tmp_path) is None
     (tmp_path / "FINAL").write_text('{"step": 3, "checkpoint": "rel/ckpt-3"}')
-    assert ev.read_final(tmp_path) == ev.CheckpointInfo(3, str(tmp_path / "ckpt-3"))
+    assert read_final(tmp_path) == CheckpointInfo(3, str(tmp_path / "ckpt-3"))
 
 
 @pytest.mark.parametrize(
@@ -183,12 +190,27 @@ def test_missing_or_torn_state_and_final(tmp_path):
     ],
 )
 def test_plan_catch_up(steps, last, all_, todo, skipped):
-    ready = [ev.CheckpointInfo(s, f"ckpt-{s}") for s in steps]
-    got, n = ev.plan_catch_up(ready, last, all_)
+    ready = [CheckpointInfo(s, f"ckpt-{s}") for s in steps]
+    got, n = plan_catch_up(ready, last, all_)
     assert [c.step for c in got] == todo and n == skipped
 
 
 # ---- evaluating with TensorFlow ----------------------------------------------------------------
+
+
+def test_per_example_reduction_shared_by_train_step_and_evaluator():
+    """One value per example whatever the loss returns: a scalar becomes [1], [B] stays,
+    [B, ...] is averaged over its non-batch axes (as the evaluator always did)."""
+    import tensorflow as tf
+
+    from tfperf.train.step import per_example
+
+    assert per_example(tf.constant(2.0)).numpy().tolist() == [2.0]
+    assert per_example(tf.constant([1, 3], tf.int32)).numpy().tolist() == [1.0, 3.0]
+    x = tf.reshape(tf.range(12, dtype=tf.float64), [2, 3, 2])
+    assert per_example(x).dtype == tf.float32
+    assert per_example(x).numpy().tolist() == [2.5, 8.5]
+    assert per_example(x[:, :, 0]).numpy().tolist() == [2.0, 8.0]
 
 
 def test_evaluate_checkpoint_matches_numpy(run):
@@ -196,22 +218,22 @@ def test_evaluate_checkpoint_matches_numpy(run):
     saver = Saver(cfg)
     p_half = saver.save(10, 0.5)
     p_one = saver.save(20, 1.0)
-    got = ev.evaluate_checkpoint(cfg, p_half)
+    got = evaluate_checkpoint(cfg, p_half)
     want = _expected(0.5)
     assert got.keys() == want.keys()
     for k in want:
         assert got[k] == pytest.approx(want[k], rel=1e-5)
-    assert ev.evaluate_checkpoint(cfg, p_one)["mae"] == pytest.approx(0.0, abs=1e-5)
+    assert evaluate_checkpoint(cfg, p_one)["mae"] == pytest.approx(0.0, abs=1e-5)
     # A folder means its newest finished checkpoint.
-    assert ev.evaluate_checkpoint(cfg, str(saver.dir))["mae"] == pytest.approx(0.0, abs=1e-5)
+    assert evaluate_checkpoint(cfg, str(saver.dir))["mae"] == pytest.approx(0.0, abs=1e-5)
 
 
 def test_checkpoint_of_another_model_is_a_clear_error(run):
     cfg = load_config(run)
     other = Saver(cfg, builder=lambda: _other_model(cfg))
     path = other.save(5, 1.0)
-    with pytest.raises(ev.CheckpointMismatchError, match="does not fit the model"):
-        ev.evaluate_checkpoint(cfg, path)
+    with pytest.raises(CheckpointMismatchError, match="does not fit the model"):
+        evaluate_checkpoint(cfg, path)
 
 
 def _other_model(cfg):
@@ -231,7 +253,7 @@ def test_watch_all_sees_every_checkpoint_writes_summaries_and_best(run):
     for step, scale in scales.items():
         last = saver.save(step, scale)
     saver.final(30, last)
-    records = ev.watch(cfg, all_checkpoints=True, poll=0.1, timeout=60)
+    records = watch(cfg, all_checkpoints=True, poll=0.1, timeout=60)
     assert [r.step for r in records] == [10, 20, 30]
     assert [r.skipped for r in records] == [0, 0, 0]
     for r in records:
@@ -246,7 +268,7 @@ def test_watch_all_sees_every_checkpoint_writes_summaries_and_best(run):
     assert best["value"] == pytest.approx(_expected(0.9)["mae"], rel=1e-5)
     assert (out / "best" / "ckpt-20.index").exists()
     # best/ is a checkpoint of its own: it evaluates to the recorded value.
-    assert ev.evaluate_checkpoint(cfg, str(out / "best"))["mae"] == pytest.approx(best["value"])
+    assert evaluate_checkpoint(cfg, str(out / "best"))["mae"] == pytest.approx(best["value"])
 
     acc = EventAccumulator(str(out / "logs" / "eval"))
     acc.Reload()
@@ -258,7 +280,7 @@ def test_watch_all_sees_every_checkpoint_writes_summaries_and_best(run):
         assert value == pytest.approx(_expected(scales[e.step])["mae"], rel=1e-5)
 
     # A restarted evaluator does not redo what eval_results.jsonl already holds.
-    assert ev.watch(cfg, all_checkpoints=True, poll=0.1, timeout=30) == []
+    assert watch(cfg, all_checkpoints=True, poll=0.1, timeout=30) == []
 
 
 def test_backlog_evaluates_newest_and_counts_skipped(run, capsys):
@@ -267,7 +289,7 @@ def test_backlog_evaluates_newest_and_counts_skipped(run, capsys):
     for step in (10, 20, 30, 40):
         last = saver.save(step, 1.0 - step / 100)
     saver.final(40, last)
-    records = ev.watch(cfg, poll=0.1, timeout=60)
+    records = watch(cfg, poll=0.1, timeout=60)
     assert [(r.step, r.skipped) for r in records] == [(40, 3)]
     assert "skipped 3" in capsys.readouterr().err
     assert json.loads((run.parent / "out" / "best" / "best.json").read_text())["step"] == 40
@@ -287,7 +309,7 @@ def test_half_written_and_unreadable_checkpoints_never_crash_it(run, capsys):
     for step in (20, 25, 30):
         state += f'all_model_checkpoint_paths: "ckpt-{step}"\n'
     (d / "checkpoint").write_text(state.replace('"ckpt-10"\nall', '"ckpt-30"\nall', 1))
-    records = ev.watch(cfg, all_checkpoints=True, poll=0.05, timeout=4)
+    records = watch(cfg, all_checkpoints=True, poll=0.05, timeout=4)
     assert [r.step for r in records] == [10]
     err = capsys.readouterr().err
     assert "will retry" in err and "giving up on" in err and "ckpt-25" in err
@@ -296,7 +318,7 @@ def test_half_written_and_unreadable_checkpoints_never_crash_it(run, capsys):
     (d / "ckpt-20.index").unlink()
     path = saver.save(20, 1.0)
     saver.final(20, path)
-    records = ev.watch(cfg, all_checkpoints=True, poll=0.05, timeout=60)
+    records = watch(cfg, all_checkpoints=True, poll=0.05, timeout=60)
     assert [r.step for r in records] == [20]
     assert records[0].metrics["mae"] == pytest.approx(0.0, abs=1e-5)
 
@@ -305,8 +327,8 @@ def test_unknown_eval_metric_names_the_field(run):
     cfg = load_config(run, ["eval.metric=accuracy"])
     saver = Saver(cfg)
     saver.final(10, saver.save(10, 1.0))
-    with pytest.raises(ev.UserError, match=r"eval.metric: expected one of \['loss', 'mae'\]"):
-        ev.watch(cfg, poll=0.1, timeout=30)
+    with pytest.raises(UserError, match=r"eval.metric: expected one of \['loss', 'mae'\]"):
+        watch(cfg, poll=0.1, timeout=30)
     assert not (run.parent / "out" / "eval_results.jsonl").exists()
     assert not (run.parent / "out" / "best").exists()
 
@@ -325,7 +347,7 @@ def _wait_for(predicate, seconds: float, proc: subprocess.Popen) -> None:
 def test_spawned_watcher_follows_training_and_exits_after_final(run):
     cfg = load_config(run, ["eval.mode=max"])  # max mae: the worst fit is best here
     out = run.parent / "out"
-    proc = ev.spawn_evaluator(str(run), ["eval.mode=max"])
+    proc = spawn_evaluator(str(run), ["eval.mode=max"])
     try:
         saver = Saver(cfg)
         # The child's Evaluator is built once it creates logs/eval.
@@ -353,17 +375,27 @@ def test_cli_once_json_and_watch_all(run):
     saver.final(20, saver.save(20, 1.0))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     base = [sys.executable, "-m", "tfperf.cli.main", "evaluate", str(run)]
-    once = subprocess.run([*base, "--checkpoint", str(saver.dir / "ckpt-10"), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    once = subprocess.run(
+        [*base, "--checkpoint", str(saver.dir / "ckpt-10"), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert once.returncode == 0, once.stderr
     got = json.loads(once.stdout)
     assert got["step"] == 10
     assert got["metrics"]["mae"] == pytest.approx(_expected(0.5)["mae"], rel=1e-5)
     assert not (run.parent / "out" / "eval_results.jsonl").exists()  # one-shot writes nothing
-    watch = subprocess.run([*base, "--watch", "--all", "--poll", "0.1", "--json"],
-                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
-    assert watch.returncode == 0, watch.stderr
-    assert [r["step"] for r in json.loads(watch.stdout)] == [10, 20]
+    watched = subprocess.run(
+        [*base, "--watch", "--all", "--poll", "0.1", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert watched.returncode == 0, watched.stderr
+    assert [r["step"] for r in json.loads(watched.stdout)] == [10, 20]
 
 
 def test_cli_user_errors_exit_2_without_traceback(run, tmp_path):
@@ -383,14 +415,32 @@ def test_real_training_with_the_evaluator(run):
     """`tfperf train --evaluator`: the child follows the loop's checkpoints to FINAL."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     sets = []
-    for item in ("model.metrics=[]", "eval.metric=loss", "train.checkpoint.every_steps=5",
-                 "pipeline.shuffle_buffer=16"):  # fmt: skip
+    for item in (
+        "model.metrics=[]",
+        "eval.metric=loss",
+        "train.checkpoint.every_steps=5",
+        "pipeline.shuffle_buffer=16",
+    ):
         sets += ["--set", item]
     res = subprocess.run(
-        [sys.executable, "-m", "tfperf.cli.main", "train", str(run), "--evaluator",
-         "--max-steps", "20", "--no-progress", "--json", *sets],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tfperf.cli.main",
+            "train",
+            str(run),
+            "--evaluator",
+            "--max-steps",
+            "20",
+            "--no-progress",
+            "--json",
+            *sets,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     out = run.parent / "out"
     results = _results(out)
@@ -398,7 +448,7 @@ def test_real_training_with_the_evaluator(run):
     assert all(r["skipped"] >= 0 for r in results)
     assert "Traceback" not in (out / "logs" / "evaluator.log").read_text()
     cfg = load_config(run, ["model.metrics=[]", "eval.metric=loss"])
-    again = ev.evaluate_checkpoint(cfg, str(out / "checkpoints" / "ckpt-20"))
+    again = evaluate_checkpoint(cfg, str(out / "checkpoints" / "ckpt-20"))
     assert again["loss"] == pytest.approx(results[-1]["metrics"]["loss"], rel=1e-5)
     best = json.loads((out / "best" / "best.json").read_text())
     assert best["value"] == min(r["metrics"]["loss"] for r in results)
@@ -425,11 +475,12 @@ def test_watcher_exits_when_its_trainer_dies(run, tmp_path):
     import psutil
 
     code = (
-        "import sys; from tfperf.train.evaluator import spawn_evaluator; "
+        "import sys; from tfperf.train.evaluator_process import spawn_evaluator; "
         f"p = spawn_evaluator({str(run)!r}, ['train.out_dir=out']); print(p.pid)"
     )
-    parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, check=True)  # fmt: skip
+    parent = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     child = psutil.Process(int(parent.stdout.strip()))
     deadline = time.monotonic() + 90
     while child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
@@ -444,6 +495,6 @@ def test_final_naming_a_missing_checkpoint_ends_the_watch(run, capsys):
     saver = Saver(cfg)
     saver.save(10, 1.0)
     saver.final(20, str(saver.dir / "ckpt-20"))  # never written (e.g. deleted by hand)
-    records = ev.watch(cfg, poll=0.05, timeout=60)
+    records = watch(cfg, poll=0.05, timeout=60)
     assert [r.step for r in records] == [10]
     assert "not on disk" in capsys.readouterr().err

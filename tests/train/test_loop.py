@@ -12,7 +12,8 @@ import trainkit
 
 from tfperf.config import load_config
 from tfperf.hooks import Hook, NonFiniteLossError
-from tfperf.train.loop import auto_steps_per_loop, plan_call_steps, plan_target_step, train
+from tfperf.train.loop import auto_steps_per_loop, plan_call_steps, train
+from tfperf.train.setup import plan_target_step
 
 
 @pytest.mark.parametrize(
@@ -90,8 +91,11 @@ def test_retrace_is_an_error_naming_the_changed_input(tmp_path):
 
     def batches(dtype):
         feats = {"x": np.zeros((32, 4), dtype)}
-        return iter(tf.data.Dataset.from_tensor_slices((feats, np.zeros((32, 1), "float32")))
-                    .batch(8, drop_remainder=True).repeat())  # fmt: skip
+        return iter(
+            tf.data.Dataset.from_tensor_slices((feats, np.zeros((32, 1), "float32")))
+            .batch(8, drop_remainder=True)
+            .repeat()
+        )
 
     ts(batches("float32"), 2)
     ts(batches("float32"), 3)  # a new iterator of the same spec and another count: no retrace
@@ -102,8 +106,14 @@ def test_retrace_is_an_error_naming_the_changed_input(tmp_path):
 
 def test_nan_loss_stops_naming_the_steps_and_keeps_the_last_good_checkpoint(tmp_path):
     data = trainkit.write_data(tmp_path / "data", n=64)
-    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:exploding", max_steps=40,
-                                steps_per_loop=2, checkpoint={"every_steps": 2})  # fmt: skip
+    rf = trainkit.write_runfile(
+        tmp_path,
+        data,
+        model="tinymodels:exploding",
+        max_steps=40,
+        steps_per_loop=2,
+        checkpoint={"every_steps": 2},
+    )
     cfg = load_config(rf, ["model.loss=mse", "model.optimizer=sgd", "model.learning_rate=1e18"])
     with pytest.raises(NonFiniteLossError, match=r"steps \d+-\d+") as err:
         train(cfg, progress=False)
@@ -140,8 +150,15 @@ def test_compiled_model_supplies_loss_and_optimizer(tmp_path):
 def test_cli_train_end_to_end_then_resume(tmp_path):
     data = trainkit.write_data(tmp_path / "data", n=64)
     rf = trainkit.write_runfile(tmp_path, data, epochs=2, checkpoint={"every_steps": 4})
-    proc = trainkit.tfperf("train", str(rf), "--json", "--set", "pipeline.batch_size=16",
-                           "--print-tensors", "hidden,loss")  # fmt: skip
+    proc = trainkit.tfperf(
+        "train",
+        str(rf),
+        "--json",
+        "--set",
+        "pipeline.batch_size=16",
+        "--print-tensors",
+        "hidden,loss",
+    )
     out = json.loads(proc.stdout)
     # In-graph prints for the first train.print_steps (3) steps only.
     assert "step 1 hidden [[" in proc.stderr and "step 3 loss" in proc.stderr
@@ -152,8 +169,9 @@ def test_cli_train_end_to_end_then_resume(tmp_path):
     assert {p.name for p in ckpt_dir.glob("ckpt-*.index")} == {"ckpt-4.index", "ckpt-8.index"}
     assert json.loads((ckpt_dir / "FINAL").read_text())["step"] == 8
     # A longer run resumes from step 8 and says so.
-    proc = trainkit.tfperf("train", str(rf), "--max-steps", "10", "--json",
-                           "--set", "pipeline.batch_size=16")  # fmt: skip
+    proc = trainkit.tfperf(
+        "train", str(rf), "--max-steps", "10", "--json", "--set", "pipeline.batch_size=16"
+    )
     assert "resumed from" in proc.stderr and "ckpt-8" in proc.stderr
     out = json.loads(proc.stdout)
     assert out["start_step"] == 8 and out["steps"] == 10 and out["restored_from"].endswith("ckpt-8")
@@ -175,8 +193,9 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_cli_evaluator_child_evaluates_the_final_checkpoint(tmp_path):
     data = trainkit.write_data(tmp_path / "data", n=64)
     rf = trainkit.write_runfile(tmp_path, data, max_steps=8, checkpoint={"every_steps": 4})
-    proc = trainkit.tfperf("train", str(rf), "--evaluator", "--json",
-                           "--set", "data.eval_split=train")  # fmt: skip
+    proc = trainkit.tfperf(
+        "train", str(rf), "--evaluator", "--json", "--set", "data.eval_split=train"
+    )
     assert json.loads(proc.stdout)["steps"] == 8
     assert (tmp_path / "run" / "checkpoints" / "FINAL").exists()
     # The evaluator ran in its own process and wrote eval summaries for the last checkpoint.
@@ -213,8 +232,9 @@ def test_init_from_warm_starts_and_freezes_before_the_optimizer_is_built(tmp_pat
     first = trainkit.write_runfile(tmp_path / "a", data, max_steps=6)
     a = train(load_config(first), hooks=[Grab("a")], progress=False)
     (tmp_path / "b").mkdir()
-    second = trainkit.write_runfile(tmp_path / "b", data, max_steps=6,
-                                    init_from=str(a.checkpoint), freeze=["hidden"])  # fmt: skip
+    second = trainkit.write_runfile(
+        tmp_path / "b", data, max_steps=6, init_from=str(a.checkpoint), freeze=["hidden"]
+    )
     train(load_config(second), hooks=[Grab("b")], progress=False)
     np.testing.assert_array_equal(kernels["b_begin"], kernels["a_end"])  # warm-started
     np.testing.assert_array_equal(kernels["b_end"], kernels["b_begin"])  # frozen: unchanged

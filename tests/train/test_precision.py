@@ -13,15 +13,17 @@ import trainkit
 from tfperf.config import load_config
 from tfperf.hooks import Hook
 from tfperf.train.loop import train
-from tfperf.train.precision import POLICIES, Trial, choose_precision, supported_policies
+from tfperf.train.precision import POLICIES, PrecisionTrial, choose_precision, supported_policies
 
 
 def _timed_trial(slow: dict[str, float], losses: dict[str, float] | None = None):
-    def trial(policy: str) -> Trial:
+    def trial(policy: str) -> PrecisionTrial:
         t0 = time.perf_counter()
         for _ in range(3):
             time.sleep(slow.get(policy, 0.001))
-        return Trial(policy, (time.perf_counter() - t0) / 3, (losses or {}).get(policy, 0.5))
+        return PrecisionTrial(
+            policy, (time.perf_counter() - t0) / 3, (losses or {}).get(policy, 0.5)
+        )
 
     return trial
 
@@ -34,7 +36,7 @@ def test_choose_precision_keeps_the_fastest_measured_policy():
 
 
 def test_choose_precision_skips_non_finite_loss_and_failures():
-    def trial(policy: str) -> Trial:
+    def trial(policy: str) -> PrecisionTrial:
         if policy == "mixed_float16":
             raise RuntimeError("no kernel")
         return _timed_trial({"float32": 0.02}, {"mixed_bfloat16": math.nan})(policy)
@@ -62,8 +64,9 @@ class Seen(Hook):
 def test_auto_follows_measurement_in_training(tmp_path, monkeypatch, slow, expected):
     monkeypatch.setenv("SLOW_POLICIES", slow)  # the model sleeps 30 ms per step under these
     data = trainkit.write_data(tmp_path / "data", n=32)
-    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:slow_for_policy",
-                                max_steps=3, precision="auto")  # fmt: skip
+    rf = trainkit.write_runfile(
+        tmp_path, data, model="tinymodels:slow_for_policy", max_steps=3, precision="auto"
+    )
     seen = Seen()
     result = train(load_config(rf), hooks=[seen], progress=False)
     assert result.precision == expected == seen.policy
@@ -73,8 +76,9 @@ def test_auto_follows_measurement_in_training(tmp_path, monkeypatch, slow, expec
 
 def test_mixed_float16_uses_loss_scaling_and_learns(tmp_path):
     data = trainkit.write_data(tmp_path / "data", n=64)
-    rf = trainkit.write_runfile(tmp_path, data, max_steps=40, steps_per_loop=10,
-                                precision="mixed_float16")  # fmt: skip
+    rf = trainkit.write_runfile(
+        tmp_path, data, max_steps=40, steps_per_loop=10, precision="mixed_float16"
+    )
     seen = Seen()
     losses = []
 

@@ -33,9 +33,13 @@ def _latest_step(ckpt_dir: Path) -> int:
 
 def _start(rf: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(log), "IDS_PAUSE": "0.08"}
-    return subprocess.Popen([sys.executable, "-m", "tfperf.cli.main", "train", str(rf),
-                             "--no-progress"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _interrupt_after(proc: subprocess.Popen, log: Path, lines: int, sig: int) -> str:
@@ -63,9 +67,16 @@ def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(
     tmp_path, strategy, replicas, shards, plan
 ):
     data = trainkit.write_data(tmp_path / "data", n=EXAMPLES, shards=shards)
-    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:with_ids", epochs=EPOCHS,
-                                steps_per_loop=1, checkpoint={"every_steps": 3},
-                                strategy=strategy, devices=replicas)  # fmt: skip
+    rf = trainkit.write_runfile(
+        tmp_path,
+        data,
+        model="tinymodels:with_ids",
+        epochs=EPOCHS,
+        steps_per_loop=1,
+        checkpoint={"every_steps": 3},
+        strategy=strategy,
+        devices=replicas,
+    )
     rf.write_text(rf.read_text().replace("batch_size: 8", f"batch_size: {BATCH}"))
     ckpt_dir = tmp_path / "run" / "checkpoints"
     per_epoch = EXAMPLES // (BATCH * replicas)
@@ -105,9 +116,15 @@ def test_without_iterator_checkpoint_the_epoch_restarts(tmp_path):
     """checkpoint_input: false keeps model and step but not the input position: after a
     restart the consumed ids no longer form exact epochs (why the iterator is saved)."""
     data = trainkit.write_data(tmp_path / "data", n=EXAMPLES, shards=3)
-    rf = trainkit.write_runfile(tmp_path, data, model="tinymodels:with_ids", epochs=1,
-                                steps_per_loop=1, checkpoint_input=False,
-                                checkpoint={"every_steps": 3})  # fmt: skip
+    rf = trainkit.write_runfile(
+        tmp_path,
+        data,
+        model="tinymodels:with_ids",
+        epochs=1,
+        steps_per_loop=1,
+        checkpoint_input=False,
+        checkpoint={"every_steps": 3},
+    )
     rf.write_text(rf.read_text().replace("batch_size: 8", f"batch_size: {BATCH}"))
     log = tmp_path / "ids_0.txt"
     _interrupt_after(_start(rf, log), log, 6, signal.SIGTERM)

@@ -18,9 +18,16 @@ import yaml
 from tfperf.train.strategy import ClusterError, resolve_kind, validate_cluster
 
 # One pipeline split across replicas (checkpoint_input off): the same batches as one device.
-DETERMINISTIC = ["--set", "pipeline.shuffle_buffer=0", "--set", "pipeline.shuffle_files=false",
-                 "--set", "pipeline.deterministic=true",
-                 "--set", "train.checkpoint_input=false"]  # fmt: skip
+DETERMINISTIC = [
+    "--set",
+    "pipeline.shuffle_buffer=0",
+    "--set",
+    "pipeline.shuffle_files=false",
+    "--set",
+    "pipeline.deterministic=true",
+    "--set",
+    "train.checkpoint_input=false",
+]
 
 
 def _run(tmp_path, **train):
@@ -30,8 +37,13 @@ def _run(tmp_path, **train):
 
 def _popen(args, env=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "tfperf.cli.main", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfperf.cli.main", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _json(proc, timeout=240):
@@ -43,11 +55,33 @@ def _json(proc, timeout=240):
 @pytest.mark.slow  # two training processes
 def test_mirrored_on_two_cpus_matches_one_device(tmp_path):
     rf = _run(tmp_path / "a", max_steps=8)
-    one = _popen(["train", str(rf), "--json", *DETERMINISTIC, "--set", "pipeline.batch_size=16",
-                  "--set", "train.strategy=one_device"])  # fmt: skip
+    one = _popen(
+        [
+            "train",
+            str(rf),
+            "--json",
+            *DETERMINISTIC,
+            "--set",
+            "pipeline.batch_size=16",
+            "--set",
+            "train.strategy=one_device",
+        ]
+    )
     rf2 = _run(tmp_path / "b", max_steps=8)
-    two = _popen(["train", str(rf2), "--json", *DETERMINISTIC, "--set", "pipeline.batch_size=8",
-                  "--set", "train.strategy=mirrored", "--set", "train.devices=2"])  # fmt: skip
+    two = _popen(
+        [
+            "train",
+            str(rf2),
+            "--json",
+            *DETERMINISTIC,
+            "--set",
+            "pipeline.batch_size=8",
+            "--set",
+            "train.strategy=mirrored",
+            "--set",
+            "train.devices=2",
+        ]
+    )
     a, b = _json(one), _json(two)
     assert b["strategy"] == "mirrored" and b["global_batch"] == 16 == a["global_batch"]
     assert b["final_loss"] == pytest.approx(a["final_loss"], rel=1e-4)
@@ -62,8 +96,12 @@ def test_multi_worker_processes_reach_the_same_loss(tmp_path):
     procs = []
     for i in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
-        procs.append(_popen(["train", str(rf), "--json", "--set", "train.strategy=auto"],
-                            env={"TF_CONFIG": tf_config}))  # fmt: skip
+        procs.append(
+            _popen(
+                ["train", str(rf), "--json", "--set", "train.strategy=auto"],
+                env={"TF_CONFIG": tf_config},
+            )
+        )
     results = [_json(p) for p in procs]
     assert [r["strategy"] for r in results] == ["multi_worker", "multi_worker"]
     assert results[0]["global_batch"] == 16  # 8 per replica x 2 workers
@@ -81,11 +119,22 @@ def test_parameter_server_with_cluster_servers(tmp_path):
     cluster = {job: [f"127.0.0.1:{trainkit.free_port()}"] for job in ("chief", "worker", "ps")}
     cfile = tmp_path / "cluster.yaml"
     cfile.write_text(yaml.safe_dump(cluster))
-    servers = [_popen(["cluster-server", "--job", job, "--index", "0", "--cluster", str(cfile)])
-               for job in ("ps", "worker")]  # fmt: skip
+    servers = [
+        _popen(["cluster-server", "--job", job, "--index", "0", "--cluster", str(cfile)])
+        for job in ("ps", "worker")
+    ]
     try:
-        coord = _popen(["train", str(rf), "--json", "--set", "train.strategy=parameter_server",
-                        "--set", f"train.cluster={cfile}"])  # fmt: skip
+        coord = _popen(
+            [
+                "train",
+                str(rf),
+                "--json",
+                "--set",
+                "train.strategy=parameter_server",
+                "--set",
+                f"train.cluster={cfile}",
+            ]
+        )
         out = _json(coord)
     finally:
         for s in servers:
@@ -104,8 +153,9 @@ def test_cluster_file_errors_name_the_job(tmp_path):
     assert validate_cluster({"worker": "h:1"}, "c.yaml") == {"worker": ["h:1"]}
     cfile = tmp_path / "cluster.yaml"
     cfile.write_text(yaml.safe_dump({"ps": ["127.0.0.1:1"]}))
-    proc = trainkit.tfperf("cluster-server", "--job", "ps", "--index", "3", "--cluster",
-                           str(cfile), check=False)  # fmt: skip
+    proc = trainkit.tfperf(
+        "cluster-server", "--job", "ps", "--index", "3", "--cluster", str(cfile), check=False
+    )
     assert proc.returncode == 2 and "lists 1 'ps' task(s)" in " ".join(proc.stderr.split())
 
 

@@ -21,16 +21,23 @@ def _events(path):
 
 def test_train_writes_scalars_histograms_and_graph(tmp_path):
     data = trainkit.write_data(tmp_path / "data", n=64)
-    rf = trainkit.write_runfile(tmp_path, data, max_steps=12, steps_per_loop=3,
-                                histogram_every=6)  # fmt: skip
-    cfg = load_config(rf, ["model.lr_schedule=cosine", "model.warmup_steps=2",
-                           "model.metrics=[binary_accuracy]"])  # fmt: skip
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=12, steps_per_loop=3, histogram_every=6)
+    cfg = load_config(
+        rf, ["model.lr_schedule=cosine", "model.warmup_steps=2", "model.metrics=[binary_accuracy]"]
+    )
     result = train(cfg, progress=False)
     acc = _events(result.log_dir / "train")
     tags = set(acc.Tags()["tensors"])  # TF2 summaries are stored as tensors
-    expected = {"loss", "learning_rate", "step/examples_per_sec", "step/time_ms",
-                "input/wait_ms", "input/wait_fraction", "input/buffered",
-                "metrics/binary_accuracy"}  # fmt: skip
+    expected = {
+        "loss",
+        "learning_rate",
+        "step/examples_per_sec",
+        "step/time_ms",
+        "input/wait_ms",
+        "input/wait_fraction",
+        "input/buffered",
+        "metrics/binary_accuracy",
+    }
     assert expected <= tags, expected - tags
     assert any(t.startswith("input/stage_us/") for t in tags)
     loss_steps = [e.step for e in acc.Tensors("loss")]

@@ -52,8 +52,11 @@ def _save(model: keras.Model, kind: str, tmp_path) -> str:
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt, step=step)
     manager = tf.train.CheckpointManager(ckpt, str(tmp_path / "run" / "checkpoints"), 3)
     prefix = manager.save(checkpoint_number=12)
-    return {"ckpt_prefix": prefix, "ckpt_dir": str(tmp_path / "run" / "checkpoints"),
-            "run_dir": str(tmp_path / "run")}[kind]  # fmt: skip
+    return {
+        "ckpt_prefix": prefix,
+        "ckpt_dir": str(tmp_path / "run" / "checkpoints"),
+        "run_dir": str(tmp_path / "run"),
+    }[kind]
 
 
 @pytest.mark.parametrize(
@@ -153,8 +156,10 @@ def _write_tiny_data(root) -> None:
     from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
     from tfperf.data.schema import Feature, Schema
 
-    schema = Schema.of(Feature(name="x", dtype="float32", shape=(4,)),
-                       Feature(name="y", dtype="float32", shape=(1,)))  # fmt: skip
+    schema = Schema.of(
+        Feature(name="x", dtype="float32", shape=(4,)),
+        Feature(name="y", dtype="float32", shape=(1,)),
+    )
     root.mkdir(parents=True)
     x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
     shard = root / "all.tfrecord-00000-of-00001"
@@ -162,8 +167,9 @@ def _write_tiny_data(root) -> None:
         for i, row in enumerate(x):
             w.write(schema.encode({"x": row, "y": row.sum(keepdims=True)}, i))
     data = shard.read_bytes()
-    info = ShardInfo(file=shard.name, records=len(x), bytes=len(data),
-                     sha256=hashlib.sha256(data).hexdigest())  # fmt: skip
+    info = ShardInfo(
+        file=shard.name, records=len(x), bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
     split = SplitInfo(shards=[info], records=len(x))
     save_manifest(
         Manifest(name="tiny", schema=schema, splits={"train": split, "eval": split}), root

@@ -30,14 +30,21 @@ class LossLog(Hook):
 @pytest.mark.parametrize("name", sorted(SETTINGS))
 def test_loss_decreases_on_each_workload(name, tmp_path):
     batch, steps, lr = SETTINGS[name]
-    cfg = config_from_dict({
-        "workload": name,
-        "data": {"dir": str(tmp_path / "data"), "examples": batch * 20, "eval_examples": batch},
-        "pipeline": {"batch_size": batch, "shuffle_buffer": 256, "seed": 0},
-        "model": {"learning_rate": lr},
-        "train": {"out_dir": str(tmp_path / "run"), "max_steps": steps, "steps_per_loop": 5,
-                  "monitor_system": False, "checkpoint": {"every_steps": steps}},
-    })  # fmt: skip
+    cfg = config_from_dict(
+        {
+            "workload": name,
+            "data": {"dir": str(tmp_path / "data"), "examples": batch * 20, "eval_examples": batch},
+            "pipeline": {"batch_size": batch, "shuffle_buffer": 256, "seed": 0},
+            "model": {"learning_rate": lr},
+            "train": {
+                "out_dir": str(tmp_path / "run"),
+                "max_steps": steps,
+                "steps_per_loop": 5,
+                "monitor_system": False,
+                "checkpoint": {"every_steps": steps},
+            },
+        }
+    )
     ensure_workload_data(cfg, progress=False)
     log = LossLog()
     result = train(cfg, hooks=[log], progress=False)

@@ -27,8 +27,9 @@ def data_schema(with_id: bool = True) -> Schema:
     return Schema(features=tuple(feats))
 
 
-def write_data(root: Path, n: int = 64, shards: int = 2, seed: int = 0,
-               with_id: bool = True) -> Path:  # fmt: skip
+def write_data(
+    root: Path, n: int = 64, shards: int = 2, seed: int = 0, with_id: bool = True
+) -> Path:
     """n rows, label y = 1 if sum(x) > 0; ids 1..n. Returns the data folder."""
     import tensorflow as tf
 
@@ -149,9 +150,14 @@ def write_runfile(folder: Path, data: Path, model: str = "tinymodels:tiny", **tr
         "data": {"dir": str(data), "label": "y"},
         "pipeline": {"batch_size": 8, "shuffle_buffer": 16, "seed": 1},
         "model": {"name": model, "loss": "binary_crossentropy_from_logits", "learning_rate": 0.05},
-        "train": {"out_dir": str(folder / "run"), "monitor_system": False, "log_every": 1,
-                  "histogram_every": 5, **train},
-    }  # fmt: skip
+        "train": {
+            "out_dir": str(folder / "run"),
+            "monitor_system": False,
+            "log_every": 1,
+            "histogram_every": 5,
+            **train,
+        },
+    }
     path = folder / "run.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -163,12 +169,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tfperf(*args: str, env: dict[str, str] | None = None, timeout: float = 240,
-           check: bool = True) -> subprocess.CompletedProcess:  # fmt: skip
+def tfperf(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 240, check: bool = True
+) -> subprocess.CompletedProcess:
     """Runs the real `tfperf` command line in a fresh process."""
     full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "tfperf.cli.main", *args], env=full_env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfperf.cli.main", *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"tfperf {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
     return proc

@@ -21,8 +21,9 @@ The chief is the coordinator: `tfperf train RUN --set train.strategy=parameter_s
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("cluster-server", help=HELP,
-                 short_help="Serve one ps/worker task of a training cluster.")  # fmt: skip
+    @app.command(
+        "cluster-server", help=HELP, short_help="Serve one ps/worker task of a training cluster."
+    )
     @user_errors
     def cluster_server(
         job: Annotated[str, typer.Option("--job", help="This task's job: ps or worker.")],
@@ -31,13 +32,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--index", min=0, help="This task's index in the job's list in cluster.yaml."
             ),
-        ],  # fmt: skip
+        ],
         cluster: Annotated[
             str,
             typer.Option(
                 "--cluster", help="cluster.yaml: {job: [host:port, ...]} for chief, worker, ps."
             ),
-        ],  # fmt: skip
+        ],
     ) -> None:
         from tfperf.errors import UserError
         from tfperf.train.strategy import load_cluster
@@ -56,7 +57,8 @@ def register(app: typer.Typer) -> None:
         if job == "worker":
             # Workers must not run ops eagerly on their own; they only serve the coordinator.
             tf.config.set_soft_device_placement(True)
-        server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job,
-                                      task_index=index, protocol="grpc", start=True)  # fmt: skip
+        server = tf.distribute.Server(
+            tf.train.ClusterSpec(spec), job_name=job, task_index=index, protocol="grpc", start=True
+        )
         console.print(f"{job} {index} serving at {tasks[index]} ({server.target})")
         server.join()

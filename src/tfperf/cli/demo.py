@@ -1,4 +1,4 @@
-"""`tfperf demo`: the main job on built-in data. Makes a small chess dataset (seed E),
+"""`tfperf demo`: the main job on built-in data. Makes a small dataset of chess positions,
 converts it to shards, trains about two minutes with the evaluator in its own process,
 and prints what a user wants to know: speed, how input-bound it was, loss, eval metric,
 and where the logs and checkpoints are."""
@@ -14,15 +14,19 @@ from rich.table import Table
 
 from tfperf.cli.common import JsonOpt, console, print_json, user_errors
 
-# The demo's run file: seed E's workload, small enough for 2 CPU cores.
+# The demo's run file: the chess workload, small enough for 2 CPU cores.
 DEMO_RUN: dict[str, Any] = {
     "workload": "chess",
     "data": {"examples": 200_000, "eval_examples": 10_000},
     "pipeline": {"batch_size": 512, "shuffle_buffer": 10_000},
-    "train": {"max_time": 120, "log_every": 20, "precision": "float32",
-              "checkpoint": {"every_seconds": 20, "every_steps": None, "keep": 5}},
+    "train": {
+        "max_time": 120,
+        "log_every": 20,
+        "precision": "float32",
+        "checkpoint": {"every_seconds": 20, "every_steps": None, "keep": 5},
+    },
     "eval": {"metric": "loss", "mode": "min"},
-}  # fmt: skip
+}
 
 
 def demo_config(out: Path, max_steps: int | None, seconds: float, examples: int) -> Any:
@@ -53,7 +57,8 @@ def demo(
     ),
     seconds: Annotated[float, typer.Option(help="Training time budget in seconds.")] = 120.0,
     max_steps: Annotated[
-        int | None, typer.Option("--max-steps", help="Stop after this many steps (debug limit).")
+        int | None,
+        typer.Option("--max-steps", help="Stop at this global step (a debug limit)."),
     ] = None,
     examples: Annotated[int, typer.Option(help="Chess positions to generate.")] = 200_000,
     evaluator: Annotated[
@@ -75,8 +80,9 @@ def demo(
     cfg.source = str(runfile.resolve())
     console.print(f"[bold]1/3[/] chess data -> {cfg.data.dir}")
     ensure_workload_data(cfg, progress=not json_out)
-    console.print("[bold]2/3[/] training" + (" with the evaluator in its own process" if evaluator
-                                               else ""))  # fmt: skip
+    beside = " with the evaluator in its own process" if evaluator else ""
+    console.print(f"[bold]2/3[/] training{beside}")
+    # The loop (and TensorFlow with it) is imported on first use: `--help` stays fast.
     from tfperf.train.loop import train
 
     result = train(cfg, evaluator=evaluator, progress=not json_out)

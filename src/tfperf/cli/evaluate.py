@@ -1,6 +1,6 @@
 """`tfperf evaluate`: the separate evaluator. Once: the newest (or a given) checkpoint's eval
 metrics. With --watch: every new checkpoint of a running training until its FINAL one, in
-a process of its own on the CPU. The work is in tfperf.train.evaluator."""
+a process of its own on the CPU. The work is in tfperf.train (evaluator.py, watch.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from tfperf.cli.common import (
     JsonOpt,
@@ -34,10 +36,6 @@ def _hide_gpus() -> None:
         pass
 
 
-def _metrics_text(metrics: dict[str, float]) -> str:
-    return ", ".join(f"{k}={v:.5g}" for k, v in metrics.items())
-
-
 @user_errors
 def evaluate(
     runfile: RunFileArg = None,
@@ -50,7 +48,7 @@ def evaluate(
             "FINAL one (written when training ends normally), then exit. Writes eval/* "
             "TensorBoard scalars, eval_results.jsonl and best/ in train.out_dir.",
         ),
-    ] = False,  # fmt: skip
+    ] = False,
     all_: Annotated[
         bool,
         typer.Option(
@@ -58,7 +56,7 @@ def evaluate(
             help="Evaluate every checkpoint instead of jumping to the newest "
             "when behind (with --watch), or every checkpoint on disk (without).",
         ),
-    ] = False,  # fmt: skip
+    ] = False,
     checkpoint: Annotated[
         str | None,
         typer.Option(
@@ -67,7 +65,7 @@ def evaluate(
             "evaluate once; default: the newest in train.out_dir/checkpoints.",
             show_default=False,
         ),
-    ] = None,  # fmt: skip
+    ] = None,
     json_out: JsonOpt = False,
     poll: Annotated[
         float, typer.Option("--poll", min=0.05, help="Seconds between looks for new checkpoints.")
@@ -81,17 +79,21 @@ def evaluate(
             "even if no FINAL marker came (default: wait for it).",
             show_default=False,
         ),
-    ] = None,  # fmt: skip
-    max_steps: Annotated[
+    ] = None,
+    max_batches: Annotated[
         int | None,
         typer.Option(
-            "--max-steps",
+            "--max-batches",
             min=1,
             help="Evaluate at most this many batches per "
             "checkpoint (debug limit; overrides eval.steps).",
             show_default=False,
         ),
-    ] = None,  # fmt: skip
+    ] = None,
+    max_steps: Annotated[
+        int | None,
+        typer.Option("--max-steps", min=1, hidden=True, help="Old name of --max-batches."),
+    ] = None,
     gpu: Annotated[
         bool, typer.Option("--gpu", help="With --watch: let the evaluator use GPUs (default: CPU).")
     ] = False,
@@ -100,7 +102,7 @@ def evaluate(
         typer.Option(
             "--parent-pid", hidden=True, help="Exit when this process (the trainer) exits."
         ),
-    ] = None,  # fmt: skip
+    ] = None,
 ) -> None:
     """Evaluate a run's checkpoints with the run file's eval data, separately from training.
 
@@ -109,24 +111,35 @@ def evaluate(
     """
     if watch_ and not gpu:
         _hide_gpus()
+    max_batches = max_batches or max_steps
     cfg = load_run(runfile, overrides)
     if watch_:
         if checkpoint:
             raise UserError("--checkpoint: not with --watch (it follows train.out_dir)")
-        _watch(cfg, all_, poll, timeout, max_steps, parent_pid, json_out)
+        # The watcher (and TensorFlow with it) is imported on first use: `--help` stays fast.
+        from tfperf.train.watch import watch_and_log
+
+        records = watch_and_log(
+            cfg,
+            all_checkpoints=all_,
+            poll=poll,
+            timeout=timeout,
+            max_batches=max_batches,
+            parent_pid=parent_pid,
+            progress=not json_out,
+            summary=not json_out,
+        )
+        if json_out:
+            print_json([r.__dict__ for r in records])
     else:
-        _once(cfg, all_, checkpoint, max_steps, json_out)
+        _once(cfg, all_, checkpoint, max_batches, json_out)
 
 
-def _once(cfg: Any, all_: bool, checkpoint: str | None, max_steps: int | None,
-          json_out: bool) -> None:  # fmt: skip
-    from tfperf.train.evaluator import (
-        Evaluator,
-        latest_ready,
-        ready_checkpoints,
-        resolve_prefix,
-        run_paths,
-    )
+def _once(
+    cfg: Any, all_: bool, checkpoint: str | None, max_batches: int | None, json_out: bool
+) -> None:
+    from tfperf.train.checkpoints_dir import latest_ready, ready_checkpoints, resolve_prefix
+    from tfperf.train.evaluator import Evaluator, run_paths
 
     _, ckpt_dir, _ = run_paths(cfg)
     if all_:
@@ -139,21 +152,19 @@ def _once(cfg: Any, all_: bool, checkpoint: str | None, max_steps: int | None,
         latest = latest_ready(ckpt_dir)
         if latest is None:
             where = cfg.source or "the defaults"
-            raise UserError(f"{ckpt_dir}: no finished checkpoint yet (train.out_dir of "
-                            f"{where}); run `tfperf train` first")  # fmt: skip
+            raise UserError(
+                f"{ckpt_dir}: no finished checkpoint yet (train.out_dir of {where}); run "
+                "`tfperf train` first"
+            )
         prefixes = [latest.path]
-    evaluator = Evaluator(cfg, max_steps=max_steps, progress=not json_out)
+    evaluator = Evaluator(cfg, max_batches=max_batches, progress=not json_out)
     rows = []
     for prefix in prefixes:
         step, metrics, examples = evaluator.evaluate(prefix)
-        rows.append({"step": step, "checkpoint": prefix, "metrics": metrics,
-                     "examples": examples})  # fmt: skip
+        rows.append({"step": step, "checkpoint": prefix, "metrics": metrics, "examples": examples})
     if json_out:
         print_json(rows if all_ else rows[0])
         return
-    from rich.console import Console
-    from rich.table import Table
-
     names = list(rows[0]["metrics"])
     table = Table(title=f"eval ({rows[0]['examples']} examples each)")
     table.add_column("step", justify="right")
@@ -163,26 +174,6 @@ def _once(cfg: Any, all_: bool, checkpoint: str | None, max_steps: int | None,
     for r in rows:
         table.add_row(str(r["step"]), *(f"{r['metrics'][n]:.5g}" for n in names), r["checkpoint"])
     Console().print(table)
-
-
-def _watch(cfg: Any, all_: bool, poll: float, timeout: float | None, max_steps: int | None,
-           parent_pid: int | None, json_out: bool) -> None:  # fmt: skip
-    from tfperf.train.evaluator import EvalRecord, run_paths, watch
-    from tfperf.train.evaluator import console as log  # lines stay whole in a log file
-
-    def show(rec: EvalRecord) -> None:
-        mark = " [green](best)[/]" if rec.best else ""
-        skipped = f" (skipped {rec.skipped})" if rec.skipped else ""
-        log.print(f"step {rec.step}: {_metrics_text(rec.metrics)}{mark}{skipped}")
-
-    _, ckpt_dir, _ = run_paths(cfg)
-    log.print(f"evaluator: watching {ckpt_dir} every {poll:g} s")
-    records = watch(cfg, all_checkpoints=all_, poll=poll, timeout=timeout, max_steps=max_steps,
-                    parent_pid=parent_pid, progress=not json_out, on_record=show)  # fmt: skip
-    if json_out:
-        print_json([r.__dict__ for r in records])
-    else:
-        log.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
 
 
 def register(app: typer.Typer) -> None:

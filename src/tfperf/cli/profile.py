@@ -40,8 +40,11 @@ steps [START, STOP], out_dir, note.
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("profile", help=HELP, short_help="Profile real training steps into "
-                 "timeline.json and TensorBoard's profile.")  # fmt: skip
+    @app.command(
+        "profile",
+        help=HELP,
+        short_help="Profile real training steps into timeline.json and TensorBoard's profile.",
+    )
     @user_errors
     def profile(
         runfile: RunFileArg = None,
@@ -52,9 +55,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--steps",
                 help="Global steps to profile, START:STOP (both "
-                "included, 1-based); training stops after STOP.",
+                "included, 1-based); training stops after global step STOP.",
             ),
-        ] = "20:25",  # fmt: skip
+        ] = "20:25",
         out: Annotated[
             str | None,
             typer.Option(
@@ -62,7 +65,7 @@ def register(app: typer.Typer) -> None:
                 help="Output folder (default: {train.out_dir}/profile). "
                 "Use a fresh one: a run resumed past START has nothing to profile.",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
     ) -> None:
         from tfperf.observe.trace import ProfileHook, parse_steps, write_timeline
 
@@ -82,10 +85,13 @@ def register(app: typer.Typer) -> None:
             print_json(data)
             return
         console.print(f"profiled steps {start}-{stop} of {cfg.source or 'the run'}")
-        console.print(f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir "
-                      f"{result.log_dir})")  # fmt: skip
-        console.print(f"  timeline.json:       {prof.timeline}  ({prof.events} events, "
-                      f"{prof.converter}; open in https://ui.perfetto.dev)")  # fmt: skip
+        console.print(
+            f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir {result.log_dir})"
+        )
+        console.print(
+            f"  timeline.json:       {prof.timeline}  ({prof.events} events, "
+            f"{prof.converter}; open in https://ui.perfetto.dev)"
+        )
         for dev, peak in prof.peak_memory.items():
             shown = f"{peak / 2**20:,.1f} MiB" if isinstance(peak, int) else peak
             console.print(f"  peak memory {dev}: {shown}")

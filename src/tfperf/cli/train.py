@@ -1,12 +1,13 @@
 """`tfperf train`: parses options, runs tfperf.train.loop.train and prints the end-of-run
 table (or JSON). The loop, checkpoints and summaries live in tfperf/train and
-tfperf/observe; this module only wires the command line to them."""
+tfperf/observe; this module only wires the command line to them and prints the result."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.table import Table
 
 from tfperf.cli.common import (
     JsonOpt,
@@ -17,6 +18,10 @@ from tfperf.cli.common import (
     print_json,
     user_errors,
 )
+from tfperf.util.format import number
+
+if TYPE_CHECKING:
+    from tfperf.train.loop import TrainResult
 
 HELP = """Train the run file's model with tfperf's loop: one compiled function runs
 train.steps_per_loop steps per call (auto: ~0.3 s per call, from the measured step time);
@@ -49,8 +54,11 @@ restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipe
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("train", help=HELP, short_help="Train with tfperf's loop (resumes, logs, "
-                 "checkpoints, measures input wait).")  # fmt: skip
+    @app.command(
+        "train",
+        help=HELP,
+        short_help="Train with tfperf's loop (resumes, logs, checkpoints, measures input wait).",
+    )
     @user_errors
     def train_cmd(
         runfile: RunFileArg = None,
@@ -62,16 +70,16 @@ def register(app: typer.Typer) -> None:
                 min=1,
                 help="Stop at this global step (a debug limit; overrides train.max_steps).",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
         evaluator: Annotated[
             bool,
             typer.Option(
                 "--evaluator",
-                help="Also start `tfperf evaluate RUNFILE --watch` "
-                "(same --set values) as a separate CPU-only process; it evaluates "
+                help="Also start the watching evaluator (as `tfperf evaluate RUNFILE --watch`, "
+                "same --set values) as a separate CPU-only process; it evaluates "
                 "each new checkpoint and exits after the final one.",
             ),
-        ] = False,  # fmt: skip
+        ] = False,
         print_tensors: Annotated[
             str | None,
             typer.Option(
@@ -81,7 +89,7 @@ def register(app: typer.Typer) -> None:
                 "from inside the graph for the first train.print_steps steps: "
                 "layer names (their outputs), 'loss', 'labels'.",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
         progress: Annotated[
             bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")
         ] = True,
@@ -96,13 +104,52 @@ def register(app: typer.Typer) -> None:
 
         if cfg.workload and not cfg.data.pipeline:
             ensure_workload_data(cfg, progress=progress)
-        from tfperf.train.loop import print_summary, train
+        # The loop (and TensorFlow with it) is imported on first use: `--help` stays fast.
+        from tfperf.train.loop import train
 
-        result = train(cfg, max_steps=max_steps, evaluator=evaluator,
-                       progress=progress and not json_out, overrides=list(set_ or []))  # fmt: skip
+        result = train(
+            cfg,
+            max_steps=max_steps,
+            evaluator=evaluator,
+            progress=progress and not json_out,
+            overrides=list(set_ or []),
+        )
         if json_out:
             print_json(result.to_dict())
             return
         print_summary(result, console)
         if result.stopped_because == "signal":
             raise typer.Exit(130)
+
+
+def print_summary(result: TrainResult, console: Any) -> None:
+    """The end-of-run table: throughput, input wait, precision, strategy, stages."""
+    t = Table(title=f"training ({result.stopped_because})", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    t.add_row(
+        "steps",
+        f"{result.start_step} -> {result.steps} (global batch {result.global_batch}, "
+        f"{result.steps_per_loop} steps per call)",
+    )
+    t.add_row("final loss", f"{result.final_loss:.6g}")
+    for k, v in result.metrics.items():
+        t.add_row(k, f"{v:.6g}")
+    t.add_row("examples/s", number(result.examples_per_sec))
+    wait = f"{result.wait_ms_mean:.2f} ms/step, {100 * result.input_bound_fraction:.1f}%"
+    t.add_row("input wait", f"{wait} of the time (input-bound fraction)")
+    if result.buffered_mean is not None:
+        t.add_row("prefetch buffer", f"{result.buffered_mean:.1f} batches on average")
+    t.add_row("precision", (result.precision_detail or result.precision).removeprefix("precision "))
+    t.add_row("strategy", result.strategy)
+    t.add_row("checkpoint", str(result.checkpoint or result.checkpoint_dir))
+    t.add_row("TensorBoard", f"tensorboard --logdir {result.log_dir}")
+    console.print(t)
+    if result.pipeline is not None and result.pipeline.stages:
+        s = Table(title="input pipeline (tf.data's model, output first)")
+        for col in ("stage", "us/element", "elements", "parallelism", "buffered"):
+            s.add_column(col)
+        for st in result.pipeline.stages:
+            par = "" if st.parallelism is None else f"{st.parallelism:g}"
+            s.add_row(st.name, f"{st.us_per_element:.1f}", str(st.elements), par, str(st.buffered))
+        console.print(s)

@@ -11,7 +11,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Stage:
+class PipelineStage:
     name: str
     us_per_element: float  # the stage's own processing time per produced element
     elements: int
@@ -25,7 +25,7 @@ class PipelineSnapshot:
 
     buffered: int  # elements waiting in the last prefetch buffer
     buffer_size: float | None
-    stages: list[Stage] = field(default_factory=list)
+    stages: list[PipelineStage] = field(default_factory=list)
 
 
 def tf_data_iterators(iterator: Any) -> list[Any]:
@@ -63,7 +63,7 @@ def snapshot_from_proto(proto: Any) -> PipelineSnapshot | None:
     if not nodes:
         return None
     node = nodes.get(proto.output)
-    stages: list[Stage] = []
+    stages: list[PipelineStage] = []
     seen = set()
     while node is not None and node.id not in seen:
         seen.add(node.id)
@@ -71,8 +71,11 @@ def snapshot_from_proto(proto: Any) -> PipelineSnapshot | None:
         if node.name != "Root":
             per = node.processing_time / node.num_elements / 1e3 if node.num_elements else 0.0
             par = params.get("parallelism") or params.get("cycle_length")
-            stages.append(Stage(node.name, per, int(node.num_elements), par,
-                                int(node.buffered_elements)))  # fmt: skip
+            stages.append(
+                PipelineStage(
+                    node.name, per, int(node.num_elements), par, int(node.buffered_elements)
+                )
+            )
         node = nodes.get(node.inputs[0]) if node.inputs else None
     prefetch = next((s for s in stages if s.name.startswith("Prefetch")), None)
     buffer_size = None

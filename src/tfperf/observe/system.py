@@ -125,8 +125,10 @@ class SystemMonitorHook(Hook):
             return
         import tensorflow as tf
 
-        means = {k: sum(s[k] for s in samples if k in s) / sum(1 for s in samples if k in s)
-                 for k in {k for s in samples for k in s}}  # fmt: skip
+        means = {
+            k: sum(s[k] for s in samples if k in s) / sum(1 for s in samples if k in s)
+            for k in {k for s in samples for k in s}
+        }
         with run.train_writer.as_default():
             for tag, value in sorted(means.items()):
                 tf.summary.scalar(tag, value, step=step)

@@ -17,7 +17,7 @@ from tfperf.errors import UserError
 from tfperf.hooks import Hook, RunState
 
 XPROF_HINT = (
-    "install the profile extra for TensorBoard-grade timelines: pip install 'tfperf[profile]'"  # noqa: E501
+    "install the profile extra for TensorBoard-grade timelines: pip install 'tfperf[profile]'"
 )
 
 
@@ -102,7 +102,7 @@ def latest_xplane(logdir: str | Path) -> Path | None:
     """The newest .xplane.pb under {logdir}/plugins/profile/<run>/."""
     files = sorted(
         Path(logdir).glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime
-    )  # noqa: E501
+    )
     return files[-1] if files else None
 
 
@@ -134,22 +134,37 @@ def xspace_to_trace_events(raw: bytes) -> dict[str, Any]:
     space.ParseFromString(raw)
     events: list[dict[str, Any]] = []
     for pid, plane in enumerate(space.planes, 1):
-        events.append({"ph": "M", "name": "process_name", "pid": pid,
-                       "args": {"name": plane.name}})  # fmt: skip
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": plane.name}})
         for tid, line in enumerate(plane.lines, 1):
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                           "args": {"name": line.display_name or line.name}})  # fmt: skip
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {"name": line.display_name or line.name},
+                }
+            )
             base_ps = line.timestamp_ns * 1000
             for ev in line.events:
                 meta = plane.event_metadata[ev.metadata_id]
-                args = {plane.stat_metadata[s.metadata_id].name: _stat_value(plane, s)
-                        for s in ev.stats}  # fmt: skip
+                args = {
+                    plane.stat_metadata[s.metadata_id].name: _stat_value(plane, s) for s in ev.stats
+                }
                 name = meta.display_name or meta.name
                 if "step_num" in args:
                     name = f"{name} {args['step_num']}"  # as TensorBoard's trace viewer names steps
-                events.append({"ph": "X", "name": name, "pid": pid, "tid": tid,
-                               "ts": (base_ps + ev.offset_ps) / 1e6, "dur": ev.duration_ps / 1e6,
-                               "args": args})  # fmt: skip
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": name,
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": (base_ps + ev.offset_ps) / 1e6,
+                        "dur": ev.duration_ps / 1e6,
+                        "args": args,
+                    }
+                )
     return {"displayTimeUnit": "ns", "traceEvents": events}
 
 
@@ -172,9 +187,14 @@ class ProfileResult:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"xplane": str(self.xplane), "timeline": str(self.timeline),
-                "converter": self.converter, "events": self.events,
-                "peak_memory": self.peak_memory, "note": self.note}  # fmt: skip
+        return {
+            "xplane": str(self.xplane),
+            "timeline": str(self.timeline),
+            "converter": self.converter,
+            "events": self.events,
+            "peak_memory": self.peak_memory,
+            "note": self.note,
+        }
 
 
 def write_timeline(logdir: str | Path, out: str | Path) -> ProfileResult:
@@ -189,5 +209,6 @@ def write_timeline(logdir: str | Path, out: str | Path) -> ProfileResult:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(trace))
     note = None if converter == "xprof" else f"timeline from the raw XSpace proto; {XPROF_HINT}"
-    return ProfileResult(xplane, out, converter, len(trace.get("traceEvents", [])),
-                         peak_memory(), note)  # fmt: skip
+    return ProfileResult(
+        xplane, out, converter, len(trace.get("traceEvents", [])), peak_memory(), note
+    )

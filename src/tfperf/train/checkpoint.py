@@ -1,51 +1,25 @@
-"""Checkpoints: the run's folder layout, one tf.train.Checkpoint holding model, optimizer,
-step and (optionally) the input iterator, saved by a hook every S steps or T seconds and on
-SIGTERM/SIGINT, and the FINAL marker that tells the evaluator training is over.
-
-Layout: {out_dir}/checkpoints/ckpt-N (N = step), {out_dir}/checkpoints/FINAL,
-{out_dir}/logs/train and {out_dir}/logs/eval.
+"""Saving checkpoints: one tf.train.Checkpoint holding model, optimizer, step and
+(optionally) the input iterator, saved by a hook every S steps or T seconds and on
+SIGTERM/SIGINT, followed by the FINAL marker when training ends normally. The folder's
+layout and reading it back live in train/checkpoints_dir.py.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfperf.hooks import Hook, RunState
-from tfperf.util.files import write_text_atomic
+from tfperf.train.checkpoints_dir import write_final
 
-FINAL_NAME = "FINAL"
 # Above this, saving the iterator (its shuffle buffer) makes every checkpoint slow and big.
 ITERATOR_WARN_BYTES = 64 * 2**20
 # Per buffered element bookkeeping in an iterator checkpoint (measured: ~200 B).
 ITERATOR_OVERHEAD_BYTES = 200
-
-
-@dataclass(frozen=True)
-class RunDirs:
-    out_dir: Path
-    checkpoint_dir: Path
-    log_dir: Path
-
-    @property
-    def train_logs(self) -> Path:
-        return self.log_dir / "train"
-
-    @property
-    def eval_logs(self) -> Path:
-        return self.log_dir / "eval"
-
-
-def run_dirs(cfg: Any) -> RunDirs:
-    """train.out_dir (relative to the run file's folder, like every run-file path)."""
-    out = Path(cfg.resolve(cfg.train.out_dir) or cfg.train.out_dir)
-    return RunDirs(out, out / "checkpoints", out / "logs")
 
 
 def make_checkpoint(model: Any, optimizer: Any, step: Any, iterator: Any = None) -> Any:
@@ -84,25 +58,6 @@ def warn_if_iterator_large(shuffle_buffer: int, record_bytes: int) -> int:
     return size
 
 
-def write_final(checkpoint_dir: Path, step: int, checkpoint_path: str | None) -> Path:
-    """FINAL = {"step": N, "checkpoint": path}, atomically (temp file + rename)."""
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"step": int(step), "checkpoint": checkpoint_path}) + "\n"
-    return write_text_atomic(checkpoint_dir / FINAL_NAME, text)
-
-
-def read_final(checkpoint_dir: Path) -> dict[str, Any] | None:
-    p = Path(checkpoint_dir) / FINAL_NAME
-    if not p.exists():
-        return None
-    return json.loads(p.read_text())
-
-
-def clear_final(checkpoint_dir: Path) -> None:
-    """A resumed run is not over: the evaluator must keep watching."""
-    (Path(checkpoint_dir) / FINAL_NAME).unlink(missing_ok=True)
-
-
 class CheckpointHook(Hook):
     """Saves every `every_steps` steps or `every_seconds` seconds, at the end, and writes
     FINAL after the last save when training ended normally.
@@ -113,8 +68,14 @@ class CheckpointHook(Hook):
 
     NORMAL_ENDS = ("max_steps", "epochs", "max_time")
 
-    def __init__(self, manager: Any, every_steps: int | None, every_seconds: float | None,
-                 *, scratch_dir: Path | None = None):  # fmt: skip
+    def __init__(
+        self,
+        manager: Any,
+        every_steps: int | None,
+        every_seconds: float | None,
+        *,
+        scratch_dir: Path | None = None,
+    ):
         self.manager = manager
         self.every_steps = every_steps
         self.every_seconds = every_seconds
@@ -149,7 +110,7 @@ class CheckpointHook(Hook):
         if run.stop_reason == "nan":
             return  # keep the last good checkpoint; never save a diverged state
         path = self.save(run)
-        run.extra["checkpoint"] = path
+        run.last_checkpoint = path
         if self.scratch_dir is not None:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
             try:
@@ -177,7 +138,7 @@ class StopOnSignal:
             raise KeyboardInterrupt
         self.received = signal.Signals(signum).name
         self.run.stop_reason = "signal"
-        self.run.extra["signal"] = self.received
+        self.run.signal = self.received
 
     def __enter__(self) -> StopOnSignal:
         try:

@@ -58,10 +58,13 @@ class CorruptRecordsHook(Hook):
             self._thread.join()  # the scan reads each shard once; done long before an epoch
         skipped = self.skipped or 0
         self.reports.append((epoch, skipped))
-        run.extra["corrupt_skipped_per_epoch"] = skipped
+        run.corrupt_skipped_per_epoch = skipped
         if skipped and run.is_chief:
-            print(f"epoch {epoch}: skipped {skipped} corrupt record(s) "
-                  "(pipeline.on_corrupt: skip)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"epoch {epoch}: skipped {skipped} corrupt record(s) (pipeline.on_corrupt: skip)",
+                file=sys.stderr,
+                flush=True,
+            )
         with run.train_writer.as_default(step=run.step):
             tf.summary.scalar("input/corrupt_skipped", skipped)
 

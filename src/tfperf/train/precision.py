@@ -15,7 +15,7 @@ POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclass(frozen=True)
-class Trial:
+class PrecisionTrial:
     """One policy's measurement: seconds per step after warm-up, and the last loss."""
 
     policy: str
@@ -31,7 +31,7 @@ class Trial:
 @dataclass(frozen=True)
 class PrecisionChoice:
     policy: str
-    trials: list[Trial] = field(default_factory=list)
+    trials: list[PrecisionTrial] = field(default_factory=list)
     measured: bool = False
 
     def describe(self) -> str:
@@ -91,7 +91,7 @@ def wrap_optimizer(optimizer, policy: str):  # noqa: ANN001, ANN201 - keras type
 
 
 def choose_precision(
-    candidates: Sequence[str], run_trial: Callable[[str], Trial]
+    candidates: Sequence[str], run_trial: Callable[[str], PrecisionTrial]
 ) -> PrecisionChoice:
     """Measures each candidate with `run_trial` and keeps the fastest with a finite loss."""
     trials = []
@@ -99,7 +99,9 @@ def choose_precision(
         try:
             trials.append(run_trial(policy))
         except Exception as exc:  # noqa: BLE001 - a policy that fails is simply not chosen
-            trials.append(Trial(policy, math.inf, math.nan, error=f"{type(exc).__name__}: {exc}"))
+            trials.append(
+                PrecisionTrial(policy, math.inf, math.nan, error=f"{type(exc).__name__}: {exc}")
+            )
     usable = [t for t in trials if t.usable]
     if not usable:
         # float32 is the reference: if even it diverges, training reports the NaN itself.

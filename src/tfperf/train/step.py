@@ -3,10 +3,10 @@ function: one tf.function runs `n` steps in a tf.range loop (as Orbit does), pul
 batch from the distributed iterator inside the graph.
 
 Input wait is measured in the graph: tf.timestamp() just before and just after
-`next(iterator)`, summed over the loop. Pulling batches in Python would add a host
-round trip per step (the very cost of seed D's feed_dict) and stacking windows breaks
-under distribution; in-graph timestamps cost two scalar ops per step and time exactly
-the dequeue from the prefetch buffer, on every strategy.
+`next(iterator)`, summed over the loop. Pulling batches in Python would add a host round
+trip per step (the very cost of feeding numpy batches through feed_dict) and stacking
+windows breaks under distribution; in-graph timestamps cost two scalar ops per step and
+time exactly the dequeue from the prefetch buffer, on every strategy.
 """
 
 from __future__ import annotations
@@ -49,11 +49,14 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
     elif wl is not None:
         model = wl.build_model()
     else:
-        raise ModelError("model.name: expected 'module:function' returning a Keras model "
-                         "(or set workload), found nothing set")  # fmt: skip
+        raise ModelError(
+            "model.name: expected 'module:function' returning a Keras model "
+            "(or set workload), found nothing set"
+        )
     if not isinstance(model, keras.Model):
-        raise ModelError(f"model.name: {cfg.model.name} must return a keras.Model, "
-                         f"found {type(model).__name__}")  # fmt: skip
+        raise ModelError(
+            f"model.name: {cfg.model.name} must return a keras.Model, found {type(model).__name__}"
+        )
     compiled = getattr(model, "_compile_config", None)
     compiled = compiled.config if compiled is not None else {}
     if cfg.model.loss:
@@ -155,8 +158,10 @@ def make_optimizer(cfg: Any, model: Any, total_steps: int | None, workload: Any 
     try:
         base = keras.optimizers.get(name)
     except ValueError:
-        raise ModelError(f"model.optimizer: expected a Keras optimizer name (adam, sgd, "
-                         f"rmsprop, ...), found '{name}'") from None  # fmt: skip
+        raise ModelError(
+            f"model.optimizer: expected a Keras optimizer name (adam, sgd, "
+            f"rmsprop, ...), found '{name}'"
+        ) from None
     schedule = learning_rate_schedule(cfg, lr, total_steps)
     return type(base)(learning_rate=schedule)
 
@@ -358,14 +363,17 @@ class TrainStep:
         if not layer_names:
             return None
         if not getattr(model, "inputs", None):
-            raise UserError("--print-tensors: layer outputs need a functional or Sequential "
-                            "model with an Input; print 'loss' or 'labels' instead")  # fmt: skip
+            raise UserError(
+                "--print-tensors: layer outputs need a functional or Sequential "
+                "model with an Input; print 'loss' or 'labels' instead"
+            )
         known = [layer.name for layer in model.layers]
         taps = []
         for n in layer_names:
             if n not in known:
-                raise UserError(f"--print-tensors: no layer '{n}'; expected one of "
-                                f"{known + ['loss', 'labels']}")  # fmt: skip
+                raise UserError(
+                    f"--print-tensors: no layer '{n}'; expected one of {known + ['loss', 'labels']}"
+                )
             taps.append(model.get_layer(n).output)
         outputs = list(model.outputs)
         return keras.Model(model.inputs, outputs + taps), len(outputs), layer_names
@@ -403,10 +411,12 @@ class TrainStep:
             loss, mvals = strategy.run(self._replica_step, args=(batch,))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             if names:
-                msums += tf.stack([
-                    strategy.reduce(tf.distribute.ReduceOp.SUM, mvals[k], axis=None)
-                    for k in names
-                ])  # fmt: skip
+                msums += tf.stack(
+                    [
+                        strategy.reduce(tf.distribute.ReduceOp.SUM, mvals[k], axis=None)
+                        for k in names
+                    ]
+                )
             self.step_var.assign_add(1)
         n = tf.cast(tf.maximum(num_steps, 1), tf.float32)
         out = {"loss": loss_sum / n, "wait_s": wait}
@@ -430,18 +440,19 @@ class TrainStep:
             # The loss is computed in float32 whatever the compute policy (model outputs float32).
             preds = tf.nest.map_structure(_to_float32, preds)
             labels = _match_rank(labels, preds)
-            per_example = _per_example(self.loss_fn(labels, preds))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
+            losses = per_example(self.loss_fn(labels, preds))
+            loss = tf.nn.compute_average_loss(losses, global_batch_size=self.global_batch)
             if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(
-                    [tf.cast(x, tf.float32) for x in model.losses]))  # fmt: skip
+                loss += tf.nn.scale_regularization_loss(
+                    tf.add_n([tf.cast(x, tf.float32) for x in model.losses])
+                )
             scaled = opt.scale_loss(loss)  # identity unless a LossScaleOptimizer (float16)
         variables = model.trainable_variables
         grads = tape.gradient(scaled, variables)
         opt.apply_gradients(zip(grads, variables, strict=True))
         mvals = {}
         for k, fn in self.metric_fns.items():
-            values = _per_example(tf.cast(fn(labels, preds), tf.float32))
+            values = per_example(tf.cast(fn(labels, preds), tf.float32))
             mvals[k] = tf.nn.compute_average_loss(values, global_batch_size=self.global_batch)
         if self.print_names:
             self._print(loss, labels, taps)
@@ -487,8 +498,10 @@ def _match_rank(labels: Any, preds: Any) -> Any:
     return labels
 
 
-def _per_example(values: Any) -> Any:
-    """Loss values reduced to one per example (mean over non-batch axes)."""
+def per_example(values: Any) -> Any:
+    """Loss or metric values as float32, one per example: a scalar becomes [1], [B] stays,
+    [B, ...] is averaged over its non-batch axes (the train step and the evaluator share
+    this reduction)."""
     import tensorflow as tf
 
     values = tf.cast(values, tf.float32)

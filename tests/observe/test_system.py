@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "doctor"))  # slow_pipelines.py
 
 import slow_pipelines  # noqa: E402, F401 - the run files name its functions
 import tensorflow as tf  # noqa: E402
@@ -36,13 +36,19 @@ def scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def cfg_for(tmp_path: Path, monitor: bool):
-    return config_from_dict({
-        "data": {"pipeline": "slow_pipelines:clean"},
-        "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
-        "pipeline": {"batch_size": 32},
-        "train": {"out_dir": str(tmp_path / "run"), "monitor_system": monitor,
-                  "steps_per_loop": 1, "log_every": 1},
-    })  # fmt: skip
+    return config_from_dict(
+        {
+            "data": {"pipeline": "slow_pipelines:clean"},
+            "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
+            "pipeline": {"batch_size": 32},
+            "train": {
+                "out_dir": str(tmp_path / "run"),
+                "monitor_system": monitor,
+                "steps_per_loop": 1,
+                "log_every": 1,
+            },
+        }
+    )
 
 
 class ThreadSpy(Hook):
@@ -76,8 +82,16 @@ def test_monitor_off_costs_nothing(tmp_path):
 
 def test_hook_samples_in_background_and_writes_at_the_step(tmp_path):
     writer = tf.summary.create_file_writer(str(tmp_path / "logs"))
-    run = RunState(cfg=None, model=None, optimizer=None, strategy=None, step=0,
-                   out_dir=tmp_path, train_writer=writer, examples_per_step=1)  # fmt: skip
+    run = RunState(
+        cfg=None,
+        model=None,
+        optimizer=None,
+        strategy=None,
+        step=0,
+        out_dir=tmp_path,
+        train_writer=writer,
+        examples_per_step=1,
+    )
     hook = SystemMonitorHook(interval_s=0.02)
     hook.on_train_begin(run)
     time.sleep(0.3)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent.parent / "doctor"  # slow_pipelines.py, shared with the doctor's tests
 sys.path.insert(0, str(HERE))
 
 from tfperf.observe.trace import (  # noqa: E402
@@ -44,9 +44,25 @@ def profiled(tmp_path_factory) -> tuple[Path, dict]:
         "pipeline:\n  batch_size: 32\ntrain:\n  monitor_system: false\n"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(HERE))
-    res = subprocess.run([sys.executable, "-m", "tfperf.cli.main", "profile", "run.yaml",
-                          "--steps", "3:5", "--out", "prof", "--json"], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfperf.cli.main",
+            "profile",
+            "run.yaml",
+            "--steps",
+            "3:5",
+            "--out",
+            "prof",
+            "--json",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return root / "prof", json.loads(res.stdout)
 

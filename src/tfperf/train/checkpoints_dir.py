@@ -1,0 +1,161 @@
+"""A run's folders on disk and reading its checkpoints folder without TensorFlow: which
+checkpoints are finished (listed in the manager's state file, with their .index and every
+data shard), and the FINAL marker the loop writes when training ends normally.
+
+Layout: {out_dir}/checkpoints/ckpt-N (N = step), {out_dir}/checkpoints/FINAL,
+{out_dir}/logs/train and {out_dir}/logs/eval. Saving lives in train/checkpoint.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.util.files import write_text_atomic
+
+STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file
+FINAL_NAME = "FINAL"
+_DATA_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
+_PATHS_RE = re.compile(r'^(all_model_checkpoint_paths|model_checkpoint_path):\s*"(.*)"\s*$')
+_STEP_RE = re.compile(r"-(\d+)$")
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    out_dir: Path
+    checkpoint_dir: Path
+    log_dir: Path
+
+    @property
+    def train_logs(self) -> Path:
+        return self.log_dir / "train"
+
+    @property
+    def eval_logs(self) -> Path:
+        return self.log_dir / "eval"
+
+
+def run_dirs(cfg: Any) -> RunDirs:
+    """train.out_dir (relative to the run file's folder, like every run-file path)."""
+    out = Path(cfg.resolve(cfg.train.out_dir) or cfg.train.out_dir)
+    return RunDirs(out, out / "checkpoints", out / "logs")
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint prefix and its step (the N of ckpt-N)."""
+
+    step: int
+    path: str
+
+
+def checkpoint_step(path: str) -> int | None:
+    m = _STEP_RE.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def is_complete(prefix: str | Path) -> bool:
+    """True when the prefix's .index and all of its data shards are on disk."""
+    prefix = Path(prefix)
+    index = Path(f"{prefix}.index")
+    try:
+        if not index.is_file() or index.stat().st_size == 0:
+            return False
+        shards = [p for p in prefix.parent.iterdir() if p.name.startswith(prefix.name + ".data-")]
+    except OSError:
+        return False
+    matches = [_DATA_RE.search(p.name) for p in shards]
+    totals = {int(m.group(2)) for m in matches if m}
+    if len(totals) != 1:
+        return False
+    total = totals.pop()
+    present = {int(m.group(1)) for m in matches if m}
+    return present >= set(range(total))
+
+
+def listed_checkpoints(checkpoint_dir: str | Path) -> list[str]:
+    """Prefixes listed in the manager's state file, oldest first (absolute paths)."""
+    d = Path(checkpoint_dir)
+    try:
+        text = (d / STATE_FILE).read_text()
+    except OSError:
+        return []
+    all_paths, latest = [], None
+    for line in text.splitlines():
+        m = _PATHS_RE.match(line.strip())
+        if not m:
+            continue
+        p = m.group(2)
+        p = p if Path(p).is_absolute() else str(d / p)
+        if m.group(1) == "model_checkpoint_path":
+            latest = p
+        else:
+            all_paths.append(p)
+    if latest and latest not in all_paths:
+        all_paths.append(latest)
+    return all_paths
+
+
+def ready_checkpoints(checkpoint_dir: str | Path) -> list[CheckpointInfo]:
+    """Listed and complete checkpoints, by step; never a half-written one."""
+    out = []
+    for p in listed_checkpoints(checkpoint_dir):
+        step = checkpoint_step(p)
+        if step is not None and is_complete(p):
+            out.append(CheckpointInfo(step, p))
+    return sorted(out, key=lambda c: c.step)
+
+
+def latest_ready(checkpoint_dir: str | Path) -> CheckpointInfo | None:
+    ready = ready_checkpoints(checkpoint_dir)
+    return ready[-1] if ready else None
+
+
+def resolve_prefix(path: str | Path) -> str:
+    """A ckpt-N prefix from a prefix, a checkpoints dir or a run dir (newest ready one)."""
+    p = Path(path)
+    if Path(f"{p}.index").exists():
+        if not is_complete(p):
+            raise UserError(f"--checkpoint {p}: incomplete (data files missing)")
+        return str(p)
+    for d in (p / "checkpoints", p):
+        latest = latest_ready(d)
+        if latest:
+            return latest.path
+    raise UserError(
+        f"--checkpoint {p}: expected a ckpt-N prefix or a folder of checkpoints, "
+        "found no finished checkpoint there"
+    )
+
+
+# ---- the FINAL marker ---------------------------------------------------------------------
+
+
+def write_final(checkpoint_dir: Path, step: int, checkpoint_path: str | None) -> Path:
+    """FINAL = {"step": N, "checkpoint": path}, atomically (temp file + rename)."""
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"step": int(step), "checkpoint": checkpoint_path}) + "\n"
+    return write_text_atomic(checkpoint_dir / FINAL_NAME, text)
+
+
+def read_final(checkpoint_dir: str | Path) -> CheckpointInfo | None:
+    """The FINAL marker (training ended normally), or None; a torn file counts as absent."""
+    d = Path(checkpoint_dir)
+    try:
+        data = json.loads((d / FINAL_NAME).read_text())
+        step = int(data["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    path = data.get("checkpoint") or str(d / f"ckpt-{step}")
+    if not Path(f"{path}.index").exists() and not Path(path).is_absolute():
+        path = str(d / Path(path).name)  # written relative to the trainer's working dir
+    return CheckpointInfo(step, str(path))
+
+
+def clear_final(checkpoint_dir: Path) -> None:
+    """A resumed run is not over: the evaluator must keep watching."""
+    (Path(checkpoint_dir) / FINAL_NAME).unlink(missing_ok=True)

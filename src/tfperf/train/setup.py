@@ -1,0 +1,389 @@
+"""Everything a training run needs before its first step, built into one `TrainSession`:
+the strategy, where training ends, the precision (measured for `precision: auto`), the
+model, optimizer and compiled TrainStep, the distributed input iterator, the checkpoint
+restored (or a warm start), and the list of hooks. Running it is train/loop.py.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from tfperf.config import RunConfig
+from tfperf.data.pipeline import steps_per_epoch as records_to_steps
+from tfperf.errors import UserError
+from tfperf.hooks import Hook, HookList, RunState
+from tfperf.inputs.datasets import make_input_dataset, open_source, workload_of
+from tfperf.observe.summaries import SummaryHook, make_writer
+from tfperf.observe.system import SystemMonitorHook
+from tfperf.train.checkpoint import (
+    CheckpointHook,
+    make_checkpoint,
+    make_manager,
+    warn_if_iterator_large,
+)
+from tfperf.train.checkpoints_dir import RunDirs, clear_final, run_dirs
+from tfperf.train.corrupt import CorruptRecordsHook
+from tfperf.train.precision import (
+    PrecisionChoice,
+    PrecisionTrial,
+    choose_precision,
+    set_policy,
+    supported_policies,
+    wrap_optimizer,
+)
+from tfperf.train.run_hooks import NanCheck, ProgressHook
+from tfperf.train.step import (
+    TrainStep,
+    build_model_and_loss,
+    build_model_variables,
+    make_optimizer,
+)
+from tfperf.train.strategy import (
+    StrategyInfo,
+    checkpointable_iterator,
+    distribute_input,
+    make_strategy,
+)
+from tfperf.train.warm_start import warm_start
+
+TRIAL_STEPS = 8  # steps per timed call when `precision: auto` measures a policy
+TRIAL_CALLS = 3  # timed calls per policy (the fastest counts)
+
+
+def say(show: bool, message: str) -> None:
+    """One line on stderr (kept whole: paths stay greppable), when `show`."""
+    if show:
+        Console(stderr=True).print(message, highlight=False, soft_wrap=True)
+
+
+# ---- where training ends (pure) -------------------------------------------------------------
+def plan_target_step(
+    max_steps: int | None, epochs: int | None, steps_per_epoch: int | None
+) -> tuple[int | None, str]:
+    """The global step at which training ends, and why (max_steps wins over epochs)."""
+    if max_steps is not None:
+        return max_steps, "max_steps"
+    if epochs is not None:
+        if steps_per_epoch is None:
+            raise UserError(
+                "train.epochs: the epoch length is unknown (a data.pipeline function); set "
+                "train.steps_per_epoch or train.max_steps"
+            )
+        return epochs * steps_per_epoch, "epochs"
+    return None, "max_time"
+
+
+# ---- the input ------------------------------------------------------------------------------
+def steps_per_epoch(cfg: RunConfig, global_batch: int) -> int | None:
+    """train.steps_per_epoch, else the train split's records over the global batch (None
+    for a user's data.pipeline, whose length is unknown)."""
+    if cfg.train.steps_per_epoch:
+        return cfg.train.steps_per_epoch
+    if cfg.data.pipeline:
+        return None
+    src = open_source(cfg)
+    return records_to_steps(src.records(cfg.data.train_split), global_batch)
+
+
+def _record_bytes(cfg: RunConfig) -> int:
+    if cfg.data.pipeline:
+        return 0
+    split = open_source(cfg).manifest.splits.get(cfg.data.train_split)
+    if split is None or not split.records:
+        return 0
+    return max(1, sum(s.bytes for s in split.shards) // split.records)
+
+
+def dataset_fn(cfg: RunConfig) -> Any:
+    """fn(input_context) -> the run file's training dataset (per-replica batches)."""
+
+    def fn(input_context: Any) -> Any:
+        return make_input_dataset(
+            cfg, training=True, input_context=input_context, batch_size=cfg.pipeline.batch_size
+        )
+
+    return fn
+
+
+def element_spec(cfg: RunConfig) -> Any:
+    """The batch structure, from a pipeline built (never iterated) in this process."""
+    # TensorFlow is imported on first use so that `tfperf --help` stays fast.
+    import tensorflow as tf
+
+    return dataset_fn(cfg)(tf.distribute.InputContext()).element_spec
+
+
+# ---- model, optimizer and train function ---------------------------------------------------
+@dataclass
+class TrainParts:
+    model: Any
+    optimizer: Any
+    step_var: Any
+    train_step: TrainStep
+
+
+def build_train_parts(
+    cfg: RunConfig,
+    info: StrategyInfo,
+    policy: str,
+    spec: Any,
+    total: int | None,
+    global_batch: int,
+    *,
+    print_tensors: Sequence[str] = (),
+    before_optimizer: Any = None,
+    metrics: bool = True,
+) -> TrainParts:
+    """Model, optimizer (loss-scaled for float16), step counter and train function, all
+    created under `policy` and inside the strategy's scope. metrics=False leaves the
+    metrics out of the train function (the doctor times the bare step)."""
+    import keras
+    import tensorflow as tf
+
+    set_policy(policy)
+    keras.utils.set_random_seed(cfg.train.seed)
+    workload = workload_of(cfg) if cfg.workload else None
+    with info.strategy.scope():
+        model, loss_fn, metric_fns = build_model_and_loss(cfg)
+        optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
+        step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
+    train_step = TrainStep(
+        model,
+        optimizer,
+        loss_fn,
+        metric_fns if metrics else {},
+        info.strategy,
+        global_batch,
+        step_var,
+        print_tensors=print_tensors,
+        print_steps=cfg.train.print_steps,
+    )
+    return TrainParts(model, optimizer, step_var, train_step)
+
+
+def run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) -> dict[str, float]:
+    """One call of the train function (scheduled on a worker under parameter_server);
+    returns Python floats, loss and wait_s among them (which waits for the result)."""
+    if info.coordinator is not None:
+        out = train_step(iterator, n, coordinator=info.coordinator).fetch()
+    else:
+        out = train_step(iterator, n)
+    return {k: float(v) for k, v in out.items()}
+
+
+def pick_precision(
+    cfg: RunConfig, info: StrategyInfo, spec: Any, global_batch: int, total: int | None
+) -> PrecisionChoice:
+    """train.precision, or for `auto` the fastest policy with a finite loss, each timed on
+    the real train step and input (the fastest of a few calls, after a warm-up call)."""
+    import tensorflow as tf
+
+    requested = cfg.train.precision
+    if requested != "auto":
+        return PrecisionChoice(requested)
+    if info.coordinator is not None:
+        return PrecisionChoice("float32", measured=False)  # remote workers: not measured here
+
+    def trial(policy: str) -> PrecisionTrial:
+        parts = build_train_parts(cfg, info, policy, spec, total, global_batch)
+        it = iter(distribute_input(info, dataset_fn(cfg)))  # a throwaway iterator
+        # Traces, and lets oneDNN/cuDNN pick and cache their kernels; the fastest of a few
+        # timed calls resists noise from other processes on the machine.
+        run_call(info, parts.train_step, it, TRIAL_STEPS)
+        best, loss = math.inf, math.nan
+        for _ in range(TRIAL_CALLS):
+            t0 = time.perf_counter()
+            loss = run_call(info, parts.train_step, it, TRIAL_STEPS)["loss"]
+            best = min(best, (time.perf_counter() - t0) / TRIAL_STEPS)
+        return PrecisionTrial(policy, best, loss)
+
+    # Each trial traces its own train function; TF's "excessive retracing" warning about
+    # these separate functions would be misleading, so TF's logger is quiet meanwhile.
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        return choose_precision(supported_policies(), trial)
+    finally:
+        logger.setLevel(level)
+
+
+# ---- the session ----------------------------------------------------------------------------
+@dataclass
+class TrainSession:
+    """One run, ready to go: `run` (the hooks' view) holds model, optimizer and step."""
+
+    cfg: RunConfig
+    dirs: RunDirs
+    info: StrategyInfo
+    parts: TrainParts
+    iterator: Any
+    run: RunState
+    hooks: HookList
+    choice: PrecisionChoice
+    global_batch: int
+    target: int | None  # the global step at which training ends (None: max_time only)
+    target_reason: str  # max_steps | epochs | max_time
+    restore_path: str | None  # the run's own checkpoint it resumed from
+
+
+def _plan(cfg: RunConfig, max_steps: int | None, global_batch: int) -> tuple[int | None, str]:
+    limited = max_steps or cfg.train.max_steps or cfg.train.max_time
+    per_epoch = steps_per_epoch(cfg, global_batch) if cfg.train.epochs or not limited else None
+    epochs = cfg.train.epochs
+    if epochs is None and not limited:
+        epochs = 1  # nothing set: one epoch rather than forever
+    return plan_target_step(max_steps or cfg.train.max_steps, epochs, per_epoch)
+
+
+def _input(cfg: RunConfig, info: StrategyInfo, progress: bool) -> tuple[Any, Any]:
+    """(the distributed iterator, what of it a checkpoint can save or None)."""
+    dist = distribute_input(info, dataset_fn(cfg), checkpointable=cfg.train.checkpoint_input)
+    iterator = iter(dist)
+    # Under multi_worker and parameter_server TF cannot save the input position
+    # (tensorflow#56372): a resumed run restarts its input there.
+    saved = checkpointable_iterator(iterator) if cfg.train.checkpoint_input else None
+    if cfg.train.checkpoint_input and saved is None:
+        say(
+            progress,
+            f"note: TensorFlow cannot checkpoint the input iterator under {info.kind}; a "
+            "resumed run restarts its input pipeline",
+        )
+    if saved is not None and cfg.pipeline.shuffle_buffer > 1:
+        warn_if_iterator_large(cfg.pipeline.shuffle_buffer, _record_bytes(cfg))
+    return iterator, saved
+
+
+def _checkpoint_hook(
+    cfg: RunConfig, info: StrategyInfo, dirs: RunDirs, ckpt: Any
+) -> CheckpointHook:
+    scratch = None
+    if info.is_chief:
+        dirs.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        manager = make_manager(ckpt, dirs.checkpoint_dir, cfg.train.checkpoint.keep)
+        clear_final(dirs.checkpoint_dir)
+    else:
+        # Non-chief workers take part in the (collective) save into a scratch folder.
+        scratch = dirs.out_dir / "worker_scratch" / f"{info.task_type}_{info.task_id}"
+        manager = make_manager(ckpt, scratch, 1)
+    every_seconds = cfg.train.checkpoint.every_seconds if info.kind != "multi_worker" else None
+    return CheckpointHook(
+        manager, cfg.train.checkpoint.every_steps, every_seconds, scratch_dir=scratch
+    )
+
+
+def _hooks(
+    cfg: RunConfig,
+    info: StrategyInfo,
+    ckpt_hook: CheckpointHook,
+    target: int | None,
+    global_batch: int,
+    progress: bool,
+    user_hooks: Sequence[Hook],
+) -> HookList:
+    """NaN check first (a diverged call is never saved), checkpoints, summaries, the
+    optional hooks, progress, then the caller's."""
+    hooks: list[Hook] = [
+        NanCheck(),
+        ckpt_hook,
+        SummaryHook(cfg.train.log_every, cfg.train.histogram_every),
+    ]
+    if cfg.pipeline.on_corrupt == "skip" and not cfg.data.pipeline:
+        per_epoch = steps_per_epoch(cfg, global_batch)  # for the epoch-end report
+        if per_epoch:
+            hooks.append(CorruptRecordsHook(cfg, per_epoch))
+    if cfg.train.monitor_system:
+        hooks.append(SystemMonitorHook(interval_s=1.0))
+    if progress and info.is_chief:
+        hooks.append(ProgressHook(target))
+    return HookList([*hooks, *user_hooks])
+
+
+def prepare(
+    cfg: RunConfig,
+    *,
+    hooks: Sequence[Hook] = (),
+    max_steps: int | None = None,
+    progress: bool = True,
+) -> TrainSession:
+    """Builds the run; restores {train.out_dir}/checkpoints' latest checkpoint, else warm
+    starts from train.init_from. `max_steps` (a global step) overrides train.max_steps."""
+    import tensorflow as tf
+
+    dirs = run_dirs(cfg)
+    info = make_strategy(cfg)
+    global_batch = cfg.pipeline.batch_size * info.replicas
+    target, target_reason = _plan(cfg, max_steps, global_batch)
+    spec = element_spec(cfg)
+    choice = pick_precision(cfg, info, spec, global_batch, target)
+    if choice.measured:
+        say(progress, choice.describe())
+
+    restore_path = tf.train.latest_checkpoint(str(dirs.checkpoint_dir))
+    warm_report: list[Any] = []
+
+    def warm_start_hook(model: Any) -> None:
+        if not cfg.train.init_from or restore_path:
+            return  # a run's own checkpoint supersedes the warm start
+        path = cfg.resolve(cfg.train.init_from) or cfg.train.init_from
+        warm_report.append(warm_start(model, path, cfg.train.freeze))
+
+    parts = build_train_parts(
+        cfg,
+        info,
+        choice.policy,
+        spec,
+        target,
+        global_batch,
+        print_tensors=cfg.train.print_tensors,
+        before_optimizer=warm_start_hook,
+    )
+    if warm_report and progress:
+        Console(stderr=True).print(warm_report[0])
+
+    iterator, saved_input = _input(cfg, info, progress)
+    ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
+    if restore_path:
+        ckpt.restore(restore_path).expect_partial()
+        say(True, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")
+    ckpt_hook = _checkpoint_hook(cfg, info, dirs, ckpt)
+
+    run = RunState(
+        cfg=cfg,
+        model=parts.model,
+        optimizer=parts.optimizer,
+        strategy=info.strategy,
+        step=int(parts.step_var.numpy()),
+        out_dir=dirs.out_dir,
+        train_writer=make_writer(dirs.train_logs, enabled=info.is_chief),
+        examples_per_step=global_batch,
+        checkpoint_dir=dirs.checkpoint_dir,
+        log_dir=dirs.log_dir,
+        is_chief=info.is_chief,
+        precision=choice.policy,
+        iterator=iterator if info.coordinator is None else None,
+        train_step=parts.train_step,
+        strategy_info=info,
+    )
+    hook_list = _hooks(cfg, info, ckpt_hook, target, global_batch, progress, hooks)
+    return TrainSession(
+        cfg=cfg,
+        dirs=dirs,
+        info=info,
+        parts=parts,
+        iterator=iterator,
+        run=run,
+        hooks=hook_list,
+        choice=choice,
+        global_batch=global_batch,
+        target=target,
+        target_reason=target_reason,
+        restore_path=restore_path,
+    )
