@@ -534,7 +534,7 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
 
 # ---- a built-in workload whose offline step is a closure (seed A) ------------------------------
 def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
-    from tfperf.data.writer import _load_preprocess
+    from tfperf.data.convert_options import load_preprocess
     from tfperf.inputs.workload_data import offline_preprocess_ref
     from tfperf.workloads import get_workload
 
@@ -545,7 +545,7 @@ def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
         {"name": "distance_maps", "options": wl.options},
     )
     row = next(wl.generate(1, seed=4))
-    rebuilt = _load_preprocess(ref)(row)  # what a worker process computes
+    rebuilt = load_preprocess(ref)(row)  # what a worker process computes
     np.testing.assert_array_equal(rebuilt["dist"], wl.offline_preprocess()(row)["dist"])
     assert offline_preprocess_ref(TinyWorkload()) is _scale  # not built in: the function
 

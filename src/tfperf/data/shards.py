@@ -1,5 +1,6 @@
 """Pure shard planning for `convert`: how many records per shard, which source rows each
-shard holds, and what the files are called. No I/O: the writer only carries out a plan.
+shard holds, and what the files in the output directory are called (and which of them a
+split leaves behind). No I/O: the writer only carries out a plan.
 """
 
 from __future__ import annotations
@@ -15,8 +16,22 @@ from tfperf.util.files import temp_name as temp_name
 # TFRecord framing around each record: 8-byte length, 4-byte length CRC, 4-byte data CRC.
 RECORD_OVERHEAD = 16
 DEFAULT_SHARD_BYTES = 128 * 2**20
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
-          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30}  # fmt: skip
+SAMPLE_ROWS = 32  # rows encoded up front to estimate records per shard
+LABELS_FILE = "labels.txt"  # class names of an image folder, line i = class index i
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*")  # no '-': it separates NAME and SPLIT
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "kib": 2**10,
+    "m": 10**6,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 10**9,
+    "gb": 10**9,
+    "gib": 2**30,
+}
 
 
 @dataclass(frozen=True)
@@ -56,8 +71,11 @@ class ShardPlan:
         return len(self.spans)
 
     def to_dict(self) -> dict:
-        return {"num_rows": self.num_rows, "records_per_shard": self.records_per_shard,
-                "bounds": [s.start for s in self.spans] + [self.num_rows]}  # fmt: skip
+        return {
+            "num_rows": self.num_rows,
+            "records_per_shard": self.records_per_shard,
+            "bounds": [s.start for s in self.spans] + [self.num_rows],
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> ShardPlan:
@@ -95,6 +113,16 @@ def plan_shards(num_rows: int, per_shard: int) -> ShardPlan:
     return ShardPlan(num_rows, per_shard, spans)
 
 
+def is_valid_name(text: str) -> bool:
+    """Whether `text` can be a dataset or split name: letters, digits, '_' or '.'."""
+    return _NAME_RE.fullmatch(text) is not None
+
+
+def default_name(stem: str) -> str:
+    """A valid dataset name made from a source's file stem ('data' when nothing is left)."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", stem).lstrip("._") or "data"
+
+
 def shard_name(name: str, split: str, index: int, count: int) -> str:
     """`NAME-SPLIT.tfrecord-00003-of-00064`: self-describing, sorts in order."""
     return f"{name}-{split}.tfrecord-{index:05d}-of-{count:05d}"
@@ -112,6 +140,24 @@ def rejects_name(name: str, split: str) -> str:
 def progress_name(name: str, split: str) -> str:
     """Progress of an unfinished split: its plan and its finished shards (for --resume)."""
     return f".{name}-{split}.progress.json"
+
+
+def shard_glob(name: str, split: str) -> str:
+    """Pattern of every shard file of a split (of any shard count)."""
+    return f"{name}-{split}.tfrecord-*"
+
+
+def temp_glob(name: str, split: str) -> str:
+    """Pattern of a split's files still under their temporary names (`temp_name`)."""
+    return f".{name}-{split}.*.tmp-*"
+
+
+def is_leftover(file: str, name: str, split: str) -> bool:
+    """Whether `file` is one of a split's temporary files, rejects parts or shards: what an
+    earlier or interrupted run of that split can leave behind."""
+    prefix = f"{name}-{split}."
+    ours = file.startswith((prefix, "." + prefix))
+    return ours and (".tmp-" in file or ".tfrecord-" in file or ".rejects-" in file)
 
 
 def parse_size(text: str | int) -> int:

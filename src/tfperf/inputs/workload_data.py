@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tfperf.data.convert_options import PreprocessFactory
 from tfperf.data.manifest import Manifest
 from tfperf.data.sources import IterableSource
-from tfperf.data.writer import PreprocessFactory, convert
+from tfperf.data.writer import convert
 from tfperf.workloads import Workload, get_workload
 
 # Eval rows come from another seed so that they never repeat training rows.

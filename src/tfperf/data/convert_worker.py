@@ -1,0 +1,325 @@
+"""The shard-writing side of `convert`: what a worker process holds (its task, preprocess
+function and progress callback, as module globals set once per process), writing one shard
+(temporary name, fsync, rename), and the pool that runs the jobs in this process or in
+spawned worker processes. Planning, resume and the manifest stay in the main process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import gzip
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfperf.data.convert_options import PreprocessFactory, load_preprocess
+from tfperf.data.schema import RowError, Schema
+from tfperf.data.shards import temp_name
+from tfperf.data.sources import BadValue, RowSource
+from tfperf.data.verify import frame
+from tfperf.errors import UserError
+from tfperf.util.files import write_text_atomic
+
+TICK_ROWS = 256  # rows between progress reports from a worker (one queue put each)
+JOBS_PER_WORKER = 2  # jobs in flight per worker: bounds the rows held in memory
+
+
+@dataclass
+class ShardTask:
+    """What every shard of one run shares; sent once to each worker process."""
+
+    out_dir: str
+    where: str  # the source, for messages
+    source: RowSource | None  # None: rows come inside each job (iterables)
+    schema: Schema
+    preprocess: Any  # a callable, a 'module:function' string, a PreprocessFactory, or None
+    compression: str
+    on_bad_row: str
+
+
+@dataclass
+class ShardJob:
+    """One shard to write: source rows [start, stop) into `file`."""
+
+    index: int
+    start: int
+    stop: int
+    file: str
+    rejects_part: str
+    rows: list[Any] | None = None  # the rows themselves when the source is not random access
+
+
+class BadRowError(Exception):
+    """A bad row with on_bad_row='error', or a source that ended early (message complete)."""
+
+
+class PreprocessError(Exception):
+    """The user's preprocess function raised or returned something other than a dict."""
+
+
+# ---- a worker process's state: set once per process by _init_worker (or set_task) -------
+_TASK: ShardTask | None = None
+_PRE: Callable[[Any], Any] | None = None
+_TICK: Callable[[int], None] = lambda n: None  # noqa: E731
+
+
+def _init_worker(task: ShardTask, queue: Any) -> None:
+    global _TICK
+    with contextlib.suppress(Exception):
+        # Die with the parent: a killed convert must not leave writers behind (Linux).
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _set_task(task)
+    _TICK = queue.put
+
+
+def _set_task(task: ShardTask) -> None:
+    global _TASK, _PRE
+    _TASK = task
+    _PRE = load_preprocess(task.preprocess)
+
+
+# ---- one row, one shard ----------------------------------------------------------------
+def encode_row(schema: Schema, row: Any, index: int) -> bytes:
+    """The serialized tf.train.Example of `row`; RowError names what is wrong with it."""
+    if not isinstance(row, dict):
+        raise RowError(index, "(row)", "a dict of features", type(row).__name__)
+    for k, v in row.items():
+        if v is None:
+            raise RowError(index, str(k), "a value", "an empty cell / null")
+        if isinstance(v, BadValue):
+            raise RowError(index, str(k), v.expected, v.found)
+    return schema.encode(row, index)
+
+
+def apply_preprocess(fn: Callable[[Any], Any] | None, row: Any, index: int) -> Any:
+    """`fn(row)` checked to be a dict; the user's exceptions become PreprocessError (a
+    RowError passes as it is: the row is bad, not the function)."""
+    if fn is None:
+        return row
+    try:
+        out = fn(row)
+    except RowError:
+        raise
+    except Exception as exc:
+        tb = "".join(traceback.format_exception(exc)[-3:]).rstrip()
+        raise PreprocessError(f"row {index}: the preprocess function raised:\n{tb}") from None
+    if not isinstance(out, dict):
+        raise PreprocessError(
+            f"row {index}: the preprocess function must return a dict of features, "
+            f"found {type(out).__name__}"
+        )
+    return out
+
+
+class _HashingSink:
+    """A write-only file wrapper that hashes and counts the bytes that reach the disk."""
+
+    def __init__(self, f: Any):
+        self.f, self.sha, self.bytes = f, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.bytes += len(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _short_repr(row: Any, limit: int = 2000) -> str:
+    text = repr(row)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+def _write_shard(job: ShardJob) -> dict[str, Any]:
+    """Writes one shard (tmp name, fsync, rename) and returns its ShardInfo fields."""
+    task = _TASK
+    assert task is not None
+    out = Path(task.out_dir)
+    final, tmp = out / job.file, out / temp_name(job.file, os.getpid())
+    rows: Iterable[Any] = job.rows if job.rows is not None else []
+    if job.rows is None and task.source is not None:
+        rows = task.source.read(job.start, job.stop)
+    records, seen, rejects, unticked = 0, 0, [], 0
+    with open(tmp, "wb") as raw:
+        sink = _HashingSink(raw)
+        stream: Any = sink
+        if task.compression == "GZIP":
+            # mtime=0 and no file name: a GZIP shard's bytes depend on its records only.
+            stream = gzip.GzipFile(
+                fileobj=sink,  # type: ignore[arg-type]
+                mode="wb",
+                mtime=0,
+                filename="",
+                compresslevel=6,
+            )
+        for offset, row in enumerate(rows):
+            index, seen = job.start + offset, seen + 1
+            try:
+                data = encode_row(task.schema, apply_preprocess(_PRE, row, index), index)
+            except RowError as exc:
+                if task.on_bad_row == "error":
+                    raise BadRowError(f"{task.where}: {exc}") from None
+                rejects.append(
+                    json.dumps({"row": index, "error": str(exc), "repr": _short_repr(row)})
+                )
+                continue
+            finally:
+                unticked += 1
+                if unticked >= TICK_ROWS:
+                    _TICK(unticked)
+                    unticked = 0
+            stream.write(frame(data))
+            records += 1
+        if stream is not sink:
+            stream.close()  # writes the gzip trailer; the file itself stays open
+        raw.flush()
+        os.fsync(raw.fileno())  # the rename below must never expose a half-written shard
+    _TICK(unticked)
+    if seen != job.stop - job.start:
+        os.unlink(tmp)
+        raise BadRowError(
+            f"{task.where}: expected rows {job.start}..{job.stop - 1}, "
+            f"the source ended after {seen} of them"
+        )
+    if rejects:
+        # Before the shard: a finished shard has its rejects.
+        write_text_atomic(out / job.rejects_part, "\n".join(rejects) + "\n")
+    os.replace(tmp, final)
+    return {
+        "index": job.index,
+        "file": job.file,
+        "records": records,
+        "bytes": sink.bytes,
+        "sha256": sink.sha.hexdigest(),
+        "first_row": job.start,
+        "rejected": len(rejects),
+    }
+
+
+def _run_job(job: ShardJob) -> dict[str, Any]:
+    """A job's result, or its error as text (exceptions do not always pickle)."""
+    try:
+        return _write_shard(job)
+    except (BadRowError, PreprocessError, UserError) as exc:
+        where = "" if isinstance(exc, BadRowError) else f"{_TASK.where if _TASK else ''}: "
+        return {"index": job.index, "error": f"{where}{exc}", "user": True}
+    except Exception:
+        return {"index": job.index, "error": traceback.format_exc(), "user": False}
+
+
+# ---- the pool, driven from the main process ----------------------------------------------
+def sendable_task(task: ShardTask, preprocess: Any) -> tuple[ShardTask | None, str]:
+    """`task` as spawned workers can receive it, or None with the reason they cannot.
+
+    The function object is sent when it pickles; otherwise what workers can load or
+    rebuild it from (a 'module:function' name, a PreprocessFactory).
+    """
+    if isinstance(preprocess, str):
+        tries = [preprocess]  # a name the user gave: workers import it as written
+    elif isinstance(preprocess, PreprocessFactory):
+        tries = [task.preprocess, preprocess]
+    else:
+        tries = [task.preprocess]  # a plain callable has no name to fall back to
+    reason = ""
+    for pre in tries:
+        candidate = dataclasses.replace(task, preprocess=pre)
+        try:
+            pickle.dumps(candidate)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure means "send it otherwise"
+            reason = str(exc)
+            continue
+        return candidate, ""
+    return None, reason
+
+
+def run_jobs(
+    task: ShardTask,
+    jobs: Iterator[ShardJob],
+    workers: int,
+    on_done: Callable[[dict[str, Any]], None],
+    advance: Callable[[int], None],
+) -> None:
+    """Runs the jobs here (one worker) or in a pool of spawned processes; `on_done` gets
+    each result in shard order per batch of ready jobs, `advance` the rows read."""
+    global _TICK
+    if workers <= 1:
+        _set_task(task)
+        _TICK = advance
+        try:
+            for job in jobs:
+                on_done(_run_job(job))
+        finally:
+            _TICK = lambda n: None  # noqa: E731
+        return
+    # spawn, not fork: the parent may already run TensorFlow threads.
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with _main_not_reimported(task):
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(task, queue))
+    try:
+        pending: dict[int, Any] = {}
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < JOBS_PER_WORKER * workers:
+                job = next(jobs, None)
+                if job is None:
+                    exhausted = True
+                else:
+                    pending[job.index] = pool.apply_async(_run_job, (job,))
+            if not pending:
+                break
+            _drain(queue, advance)
+            ready = [i for i, r in pending.items() if r.ready()]
+            for i in sorted(ready):
+                on_done(pending.pop(i).get())
+            if not ready:
+                time.sleep(0.05)
+        pool.close()
+        pool.join()
+        _drain(queue, advance)
+    finally:
+        pool.terminate()
+
+
+@contextlib.contextmanager
+def _main_not_reimported(task: ShardTask) -> Iterator[None]:
+    """Spawned workers need nothing from the caller's script unless the preprocess
+    function lives there; hiding the script's path spares them re-running it (so a
+    script without an `if __name__ == "__main__":` guard still works)."""
+    main = sys.modules.get("__main__")
+    pre_mod = getattr(task.preprocess, "__module__", None)
+    hide = (
+        main is not None
+        and getattr(main, "__spec__", None) is None
+        and hasattr(main, "__file__")
+        and pre_mod != "__main__"
+    )
+    saved = main.__dict__.pop("__file__") if hide else None
+    try:
+        yield
+    finally:
+        if hide:
+            main.__file__ = saved
+
+
+def _drain(queue: Any, advance: Callable[[int], None]) -> None:
+    """Rows the workers reported since the last call, passed on to `advance` at once."""
+    n = 0
+    with contextlib.suppress(Exception):
+        while True:
+            n += queue.get_nowait()
+    advance(n)
