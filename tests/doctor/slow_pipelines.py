@@ -32,10 +32,14 @@ def write_records(directory: str | Path, files: int = 8, n: int = N) -> list[str
         path = str(Path(directory) / f"part-{f:02d}.tfrecord")
         with tf.io.TFRecordWriter(path) as w:
             for i in range(f, n, files):
-                ex = tf.train.Example(features=tf.train.Features(feature={
-                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=x[i])),
-                    "y": tf.train.Feature(float_list=tf.train.FloatList(value=y[i])),
-                }))  # fmt: skip
+                ex = tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            "x": tf.train.Feature(float_list=tf.train.FloatList(value=x[i])),
+                            "y": tf.train.Feature(float_list=tf.train.FloatList(value=y[i])),
+                        }
+                    )
+                )
                 w.write(ex.SerializeToString())
         out.append(path)
     return out
@@ -99,8 +103,9 @@ def py_function(batch_size: int = 32):
 
 def per_example_parse(config, batch_size: int = 32):
     files = tf.data.Dataset.from_tensor_slices(_files(config))
-    ds = files.interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=AUTO,
-                          deterministic=False)  # fmt: skip
+    ds = files.interleave(
+        tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=AUTO, deterministic=False
+    )
 
     def parse(s):
         e = tf.io.parse_single_example(s, SPEC)
@@ -131,8 +136,9 @@ def sequential_map(batch_size: int = 32):
 
 def no_prefetch(batch_size: int = 32):
     ds = _slices().batch(batch_size)
-    return ds.map(lambda x, y: (augment_batch(x), y), num_parallel_calls=AUTO,
-                  deterministic=False).with_options(_nd())  # fmt: skip
+    return ds.map(
+        lambda x, y: (augment_batch(x), y), num_parallel_calls=AUTO, deterministic=False
+    ).with_options(_nd())
 
 
 def shuffle_over_budget(batch_size: int = 32):

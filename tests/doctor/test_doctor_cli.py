@@ -16,8 +16,9 @@ FAST = "{steps: 4, warmup: 2, repeats: 2, min_seconds: 0.05}"
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(HERE), COLUMNS="200")
-    return subprocess.run(TFPERF + args, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        TFPERF + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def write_run(tmp_path: Path, pipeline: str, model: str, batch: int = 32, extra: str = "") -> Path:

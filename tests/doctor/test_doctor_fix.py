@@ -21,14 +21,14 @@ from tfperf.config import config_from_dict, load_config  # noqa: E402
 from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
 from tfperf.data.schema import Feature, Schema  # noqa: E402
 from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.fixes import (  # noqa: E402
+from tfperf.doctor.diagnose import diagnose  # noqa: E402
+from tfperf.doctor.fixes import fix_pipeline  # noqa: E402
+from tfperf.doctor.rewrites import (  # noqa: E402
     batch_before_map,
     example_multiset,
-    fix_pipeline,
     same_examples,
     set_deterministic,
 )
-from tfperf.doctor.rules import diagnose  # noqa: E402
 from tfperf.inputs.datasets import make_input_dataset  # noqa: E402
 
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
@@ -69,11 +69,14 @@ def test_set_deterministic_rewrites_attrs_and_keeps_examples():
 
 
 def test_fix_any_dataset_keeps_the_multiset(tmp_path):
-    cfg = config_from_dict({
-        "data": {"pipeline": "slow_pipelines:fixable"},
-        "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
-        "pipeline": {"batch_size": 32}, "doctor": FAST,
-    })  # fmt: skip
+    cfg = config_from_dict(
+        {
+            "data": {"pipeline": "slow_pipelines:fixable"},
+            "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
+            "pipeline": {"batch_size": 32},
+            "doctor": FAST,
+        }
+    )
     diag = diagnose(cfg)
     assert diag.findings[0].code == "per_example_map"
     result = fix_pipeline(cfg, diag, out=tmp_path / "run.optimized.yaml")
@@ -91,8 +94,10 @@ def test_fix_any_dataset_keeps_the_multiset(tmp_path):
 
 def write_tfperf_data(root: Path, n: int = 512, shards: int = 4) -> Path:
     """Shards plus manifest.json as `tfperf convert` lays them out."""
-    schema = Schema.of(Feature(name="x", dtype="float32", shape=(sp.DIM,)),
-                       Feature(name="y", dtype="float32", shape=(1,)))  # fmt: skip
+    schema = Schema.of(
+        Feature(name="x", dtype="float32", shape=(sp.DIM,)),
+        Feature(name="y", dtype="float32", shape=(1,)),
+    )
     x, y = sp.arrays(n)
     root.mkdir(parents=True, exist_ok=True)
     per = n // shards
@@ -102,11 +107,11 @@ def write_tfperf_data(root: Path, n: int = 512, shards: int = 4) -> Path:
         with tf.io.TFRecordWriter(str(root / name)) as w:
             for i in range(s * per, (s + 1) * per):
                 w.write(schema.encode({"x": x[i], "y": y[i]}))
-        infos.append(ShardInfo(file=name, records=per, bytes=(root / name).stat().st_size,
-                               sha256="0" * 64))  # fmt: skip
+        infos.append(
+            ShardInfo(file=name, records=per, bytes=(root / name).stat().st_size, sha256="0" * 64)
+        )
     split = SplitInfo(shards=infos, records=per * shards)
-    save_manifest(Manifest(name="t", schema=schema, splits={"train": split, "eval": split}),
-                  root)  # fmt: skip
+    save_manifest(Manifest(name="t", schema=schema, splits={"train": split, "eval": split}), root)
     return root
 
 
@@ -150,9 +155,14 @@ def test_fix_trials_never_keep_a_change_that_alters_examples(tmp_path):
 
 
 # ---- the optimized run file works wherever it is written -----------------------------------
-PATHS = {"data.dir": "data", "train.out_dir": "out/run1", "train.init_from": "../ckpt/ckpt-3",
-         "train.cluster": "/etc/cluster.yaml", "pipeline.cache_records": "cache/records",
-         "pipeline.cache_preprocessed": True}  # fmt: skip
+PATHS = {
+    "data.dir": "data",
+    "train.out_dir": "out/run1",
+    "train.init_from": "../ckpt/ckpt-3",
+    "train.cluster": "/etc/cluster.yaml",
+    "pipeline.cache_records": "cache/records",
+    "pipeline.cache_preprocessed": True,
+}
 
 
 def _value(cfg, key: str):
@@ -162,7 +172,7 @@ def _value(cfg, key: str):
 
 def test_relocate_paths_names_the_same_files_from_the_new_folder(tmp_path):
     from tfperf.config import dump_config
-    from tfperf.doctor.fixes import relocate_paths
+    from tfperf.doctor.runfile import relocate_paths
 
     run = tmp_path / "proj" / "run.yaml"
     run.parent.mkdir()
@@ -172,8 +182,10 @@ def test_relocate_paths_names_the_same_files_from_the_new_folder(tmp_path):
         sections.setdefault(section, {})[name] = value
     run.write_text(yaml.safe_dump(sections))
     cfg = load_config(run)
-    for out in (tmp_path / "elsewhere" / "deep" / "run.optimized.yaml",
-                tmp_path / "proj" / "run.optimized.yaml"):  # fmt: skip
+    for out in (
+        tmp_path / "elsewhere" / "deep" / "run.optimized.yaml",
+        tmp_path / "proj" / "run.optimized.yaml",
+    ):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump_config(relocate_paths(cfg, out)))
         moved = load_config(out)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from tfperf.cli.common import (
     JsonOpt,
@@ -18,6 +19,7 @@ from tfperf.cli.common import (
     print_json,
     user_errors,
 )
+from tfperf.util.progress import progress_bar
 
 HELP = """Diagnose input bottlenecks of a training run, measured side by side in one process:
 (a) the input pipeline alone and each stage prefix, (b) the model fed one cached batch (the
@@ -32,9 +34,11 @@ Works on tfperf pipelines (a workload or data.dir) and on any 'module:function' 
 tf.data.Dataset (data.pipeline), with any Keras 3 model (model.name).
 
 \b
---fix applies each candidate change, re-measures, keeps those that help, and writes
-RUNFILE.optimized.yaml (tfperf pipelines) or RUNFILE.optimized.md (other datasets: the
-rewritten pipeline and options) with a before/after table.
+--fix times each candidate change against the current pipeline in paired, interleaved
+repeats, keeps those that are faster beyond the noise, checks the result against the
+original the same way, and writes RUNFILE.optimized.yaml (tfperf pipelines) or
+RUNFILE.optimized.md (other datasets: the rewritten pipeline and options) with a
+before/after table.
 
 \b
 --json prints {"diagnosis": {...}, "fix": {...} or null}: verdict, input_bound_fraction,
@@ -57,22 +61,24 @@ def register(app: typer.Typer) -> None:
                 help="Try each candidate change, keep those that measurably "
                 "help, write RUNFILE.optimized.yaml (or .md for other datasets).",
             ),
-        ] = False,  # fmt: skip
-        max_steps: Annotated[
+        ] = False,
+        probe_steps: Annotated[
             int | None,
             typer.Option(
+                "--probe-steps",
                 "--max-steps",
-                help="Debug limit: at most this many measured steps "
-                "(batches) per variant and repeat (doctor.steps otherwise).",
+                help="At most this many measured steps (batches) per probe and repeat "
+                "(doctor.steps otherwise). --max-steps is an older name of --probe-steps.",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
         repeats: Annotated[
             int | None,
             typer.Option(
                 "--repeats",
-                help="Timed repeats per variant; the median is kept (doctor.repeats otherwise).",
+                help="Timed repeats per variant, interleaved; the median is kept "
+                "(doctor.repeats otherwise).",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
         out: Annotated[
             str | None,
             typer.Option(
@@ -80,63 +86,42 @@ def register(app: typer.Typer) -> None:
                 help="Where --fix writes the optimized run file "
                 "(default: next to RUNFILE, or ./doctor.optimized.yaml).",
             ),
-        ] = None,  # fmt: skip
+        ] = None,
     ) -> None:
         cfg = load_run(runfile, set_)
-        if max_steps is not None:
-            cfg.doctor.steps = min(cfg.doctor.steps, max_steps)
-            cfg.doctor.warmup = min(cfg.doctor.warmup, max_steps)
+        if probe_steps is not None:
+            cfg.doctor.steps = min(cfg.doctor.steps, probe_steps)
+            cfg.doctor.warmup = min(cfg.doctor.warmup, probe_steps)
         if repeats is not None:
             cfg.doctor.repeats = repeats
-        from tfperf.doctor.fixes import default_output, fix_pipeline
+        # The doctor pulls in TensorFlow: imported here so that `tfperf --help` stays fast.
+        from tfperf.doctor.diagnose import diagnose
+        from tfperf.doctor.fixes import fix_pipeline
         from tfperf.doctor.report import render_diagnosis, render_fix
-        from tfperf.doctor.rules import diagnose
+        from tfperf.doctor.runfile import default_output
 
         if cfg.workload and not cfg.data.pipeline:
             from tfperf.inputs.datasets import ensure_workload_data
 
             ensure_workload_data(cfg, progress=not json_out)  # a built-in workload's data
-        with _progress(json_out) as tick:
+        spinner = progress_bar(
+            "measuring", unit="measurements", enabled=not json_out, transient=True, console=console
+        )
+        with spinner as bar:
+
+            def tick(label: str) -> None:
+                bar.advance(1)
+                bar.update(description=f"measuring {label}")
+
             diag = diagnose(cfg, tick=tick)
             result = None
             if fix:
                 target = Path(out) if out else default_output(runfile, cfg)
                 result = fix_pipeline(cfg, diag, out=target, tick=tick)
         if json_out:
-            print_json({"diagnosis": diag.to_dict(),
-                        "fix": result.to_dict() if result else None})  # fmt: skip
+            print_json({"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None})
             return
-        from rich.console import Console
-
         stdout = Console(width=max(120, console.width))
         render_diagnosis(diag, stdout)
         if result is not None:
             render_fix(result, stdout)
-
-
-class _progress:
-    """A rich spinner counting measurements (on stderr; silent with --json)."""
-
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.progress = None
-
-    def __enter__(self):  # noqa: ANN204 - returns the tick callable
-        if self.quiet:
-            return lambda label: None
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                 TextColumn("{task.completed} measurements"),
-                                 TimeElapsedColumn(), console=console, transient=True)  # fmt: skip
-        self.progress.start()
-        task = self.progress.add_task("measuring", total=None)
-
-        def tick(label: str) -> None:
-            self.progress.update(task, advance=1, description=f"measuring {label}")
-
-        return tick
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.stop()

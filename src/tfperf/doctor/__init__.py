@@ -1,9 +1,22 @@
-"""The doctor: measures a training run's input pipeline, model and both together, reads the
-pipeline's graph, names what slows it (rules) and applies measured fixes (fixes)."""
+"""The doctor: measures a training run's input pipeline, model and both together
+(diagnose), reads the pipeline's graph (lint), names what slows it (rules) and applies
+measured fixes (fixes, rewrites, runfile); report renders it all."""
 
-from tfperf.doctor.fixes import FixResult, fix_pipeline, same_examples
-from tfperf.doctor.lint import DatasetGraph, Stage, read_graph
-from tfperf.doctor.rules import Diagnosis, Finding, diagnose
+from tfperf.doctor.diagnose import diagnose
+from tfperf.doctor.findings import Diagnosis, Finding
+from tfperf.doctor.fixes import FixResult, FixTrial, fix_pipeline
+from tfperf.doctor.lint import DatasetGraph, GraphStage, read_graph
+from tfperf.doctor.rewrites import same_examples
 
-__all__ = ["DatasetGraph", "Diagnosis", "Finding", "FixResult", "Stage", "diagnose",
-           "fix_pipeline", "read_graph", "same_examples"]  # fmt: skip
+__all__ = [
+    "DatasetGraph",
+    "Diagnosis",
+    "Finding",
+    "FixResult",
+    "FixTrial",
+    "GraphStage",
+    "diagnose",
+    "fix_pipeline",
+    "read_graph",
+    "same_examples",
+]

@@ -1,37 +1,66 @@
-"""Measured rewrites of a training pipeline (`tfperf doctor --fix`).
+"""The trial loop of `tfperf doctor --fix`: candidate changes are tried one after another on
+top of those already kept, each timed against the current pipeline with the real train
+step in paired, interleaved repeats (`tfperf.measure.side_by_side`), and kept only when
+`compare()` calls it faster. The optimized pipeline is finally timed side by side with the
+original; when it is not faster, nothing is kept.
 
-For run-file pipelines a candidate is a run-file change; for any other dataset it is a
-rewrite of its graph (batch before a batch-polymorphic map, determinism) or of its options
-and tail (map parallelization, prefetch, cache, float32). Candidates are tried one after
-another on top of those already kept; each is re-measured with the real train step and
-kept only when training gets faster. A rewrite of a dataset is kept only if one epoch
-still yields the same multiset of examples.
+For run-file pipelines a candidate is a run-file change (runfile.py); for any other dataset
+it is a rewrite (rewrites.py), kept only if one epoch still yields the same examples.
 """
 
 from __future__ import annotations
 
-import collections
-import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfperf.config import dump_config
 from tfperf.doctor import lint
-from tfperf.doctor.probes import build_target, measure_cardinality, measure_training
-from tfperf.doctor.rules import Diagnosis, _budget, _to_float32
+from tfperf.doctor.findings import Diagnosis
+from tfperf.doctor.rewrites import (
+    batch_before_map,
+    cache_at,
+    same_examples,
+    set_deterministic,
+    to_float32,
+    with_options,
+)
+from tfperf.doctor.runfile import (
+    apply_changes,
+    describe_changes,
+    relocate_paths,
+    run_file_candidates,
+)
+from tfperf.doctor.target import build_target, train_probe
+from tfperf.measure import (
+    Comparison,
+    Measurement,
+    Probe,
+    compare,
+    measure_one,
+    repeat_if_finite,
+    side_by_side,
+)
 
-KEEP_GAIN = 1.05  # a change must make training this much faster to be kept (noise margin)
-MAX_COMPARE = 20_000  # examples compared for the multiset check
+# A change must make training this much faster, in every pair of repeats (noise margin).
+MIN_GAIN = 0.05
+Tick = Callable[[str], None]
+Rewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
 
 
 @dataclass
-class Trial:
+class FixTrial:
+    """One candidate change: its training examples/s against the best so far, paired."""
+
     name: str
     change: str
-    examples_per_s: float | None
+    examples_per_s: float | None  # the candidate's median (None: it did not run)
     kept: bool
     reason: str = ""
+    ratio: float | None = None  # candidate / best so far: median of the paired ratios
+    low: float | None = None  # their spread
+    high: float | None = None
 
 
 @dataclass
@@ -40,200 +69,98 @@ class FixResult:
 
     before: float
     after: float
-    trials: list[Trial]
+    trials: list[FixTrial]
     written: list[str]
     run_file_changes: dict[str, Any] = field(default_factory=dict)
     pipeline_changes: list[str] = field(default_factory=list)
     dataset: Any = None  # the fixed dataset (other datasets), for callers and tests
+    check: Comparison | None = None  # the optimized pipeline against the original, paired
 
     @property
     def speedup(self) -> float:
-        return self.after / self.before if self.before else 1.0
+        return self.check.ratio if self.check is not None and self.check.faster else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "before_examples_per_s": round(self.before, 1),
             "after_examples_per_s": round(self.after, 1),
             "speedup": round(self.speedup, 3),
-            "trials": [t.__dict__ for t in self.trials],
+            "check": self.check.to_dict() if self.check is not None else None,
+            "trials": [asdict(t) for t in self.trials],
             "run_file_changes": self.run_file_changes,
             "pipeline_changes": self.pipeline_changes,
             "written": self.written,
         }
 
 
-def default_output(runfile: str | None, cfg: Any) -> Path:
-    if runfile:
-        return Path(runfile).with_suffix(".optimized.yaml")
-    return Path("doctor.optimized.yaml")
+# ---- timing a candidate against the current pipeline -------------------------------------
+def _training(name: str, cfg: Any, ds: Any, batch: int) -> Probe:
+    """Training on `ds` with `cfg`'s model and precision: a fresh target per variant."""
+    ds = repeat_if_finite(ds)
+    return train_probe(name, build_target(cfg, ds.element_spec, batch), ds, cfg.doctor)
 
 
-# Run-file keys that hold paths relative to the run file's folder (see RunConfig.resolve).
-PATH_KEYS = ("data.dir", "train.out_dir", "train.init_from", "train.cluster",
-             "pipeline.cache_records", "pipeline.cache_preprocessed")  # fmt: skip
+def _pair(
+    current: Probe, candidate: Probe, d: Any, tick: Tick
+) -> tuple[Measurement, Measurement, Comparison]:
+    """Both side by side: their measurements and how the candidate compares."""
+    # One pair never decides (compare), so at least two repeats whatever doctor.repeats says.
+    m = side_by_side(
+        [current, candidate], repeats=max(2, d.repeats), on_run=lambda name, _: tick(name)
+    )
+    a, b = m[current.name], m[candidate.name]
+    return a, b, compare(a, b, min_gain=MIN_GAIN)
 
 
-def relocate_paths(cfg: Any, out: Path) -> Any:
-    """A copy of `cfg` whose relative paths name the same files from `out`'s folder: they
-    were relative to cfg.source's folder (the working directory for a run file built in
-    memory), now they are relative to where the optimized run file is written; absolute
-    when the two folders share nothing but the file system's root."""
-    import os
+def _judged(name: str, change: str, m: Measurement, c: Comparison) -> FixTrial:
+    reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
+    return FixTrial(name, change, m.examples_per_s.median, c.faster, reason, c.ratio, c.low, c.high)
 
-    base = Path(cfg.source).parent if cfg.source else Path.cwd()
-    folder = Path(out).resolve().parent
-    new = cfg.model_copy(deep=True)
-    for key in PATH_KEYS:
-        section, name = key.split(".")
-        value = getattr(getattr(new, section), name)
-        if not isinstance(value, str) or not value or Path(value).is_absolute():
-            continue  # unset, a flag (cache in RAM), or already absolute
-        target = (base / value).resolve()
-        try:
-            shared = Path(os.path.commonpath([target, folder]))
-            moved = (
-                str(target) if shared == Path(shared.anchor) else os.path.relpath(target, folder)
+
+def _failed(name: str, change: str, exc: Exception) -> FixTrial:
+    first = (str(exc).splitlines() or [""])[0]
+    return FixTrial(name, change, None, False, f"{type(exc).__name__}: {first[:160]}")
+
+
+@dataclass
+class _Outcome:
+    """Original against optimized, side by side: the numbers FixResult reports."""
+
+    before: float
+    after: float
+    check: Comparison | None
+    keep: bool
+
+
+def _final_check(
+    original: Callable[[str], Probe],
+    optimized: Callable[[str], Probe] | None,
+    d: Any,
+    tick: Tick,
+    trials: list[FixTrial],
+) -> _Outcome:
+    """The optimized pipeline against the original (`optimized` None: nothing was kept, the
+    original is timed alone). When it is not faster, the kept trials are marked dropped."""
+    if optimized is None:
+        alone = measure_one(original("original"), repeats=d.repeats, on_run=lambda n, _: tick(n))
+        rate = alone.examples_per_s.median
+        return _Outcome(rate, rate, None, False)
+    a, b, check = _pair(original("original"), optimized("optimized"), d, tick)
+    before = a.examples_per_s.median
+    if check.faster:
+        return _Outcome(before, b.examples_per_s.median, check, True)
+    for t in trials:
+        if t.kept:
+            t.kept = False
+            t.reason += (
+                f"; dropped: together {check.ratio:.2f}x ({check.low:.2f}-{check.high:.2f}) "
+                "of the original"
             )
-        except ValueError:  # another drive (Windows): only an absolute path works
-            moved = str(target)
-        setattr(getattr(new, section), name, moved)
-    new.source = cfg.source
-    return new
+    return _Outcome(before, before, check, False)
 
 
-# ---- multiset of examples ----------------------------------------------------------------
-def example_multiset(ds: Any, limit: int = MAX_COMPARE) -> collections.Counter:
-    """Each example of `ds` (batches split into rows) as bytes, counted."""
-    import numpy as np
-    import tensorflow as tf
-
-    counts: collections.Counter = collections.Counter()
-    n = 0
-    for element in ds:
-        flat = [np.asarray(t) for t in tf.nest.flatten(element)]
-        rows = flat[0].shape[0] if flat and flat[0].ndim else 1
-        batched = all(f.ndim and f.shape[0] == rows for f in flat) and rows >= 1
-        for i in range(rows if batched else 1):
-            parts = [f[i] if batched else f for f in flat]
-            key = b"|".join(_row_bytes(p) for p in parts)
-            counts[key] += 1
-            n += 1
-        if n >= limit:
-            break
-    return counts
-
-
-def _row_bytes(value: Any) -> bytes:
-    import numpy as np
-
-    if value.dtype.kind == "f":
-        # Batched and per-example kernels may differ in the last bits.
-        value = np.round(value.astype(np.float64), 5)
-    return value.tobytes() + str(value.shape).encode()
-
-
-def same_examples(a: Any, b: Any) -> bool:
-    """True when one pass of `a` and `b` yields the same multiset of examples."""
-    return example_multiset(a) == example_multiset(b)
-
-
-# ---- dataset rewrites -----------------------------------------------------------------
-def set_deterministic(graph: lint.DatasetGraph, ds: Any, value: bool) -> Any:
-    """`ds` with every op's `deterministic` attribute and the dataset option set to `value`."""
-    import tensorflow as tf
-
-    g = copy.deepcopy(graph.graph_def)
-    for node in g.node:
-        if "deterministic" in node.attr:
-            node.attr["deterministic"].s = b"true" if value else b"false"
-    out = lint.rebuild(g, ds.element_spec)
-    opts = tf.data.Options()
-    opts.deterministic = value
-    return out.with_options(opts)
-
-
-def batch_before_map(graph: lint.DatasetGraph, ds: Any) -> tuple[Any, str] | None:
-    """Moves the per-example map right before the first batch after it (map(f).batch(n)
-    becomes batch(n).map(f)); the caller checks that f gave the same examples on a batch."""
-    stages = graph.stages
-    for i, st in enumerate(stages[:-1]):
-        nxt = stages[i + 1]
-        if st.kind == "map" and not st.batched and nxt.kind == "batch" and not st.has_py_func:
-            break
-    else:
-        return None
-    g = copy.deepcopy(graph.graph_def)
-    nodes = {n.name: n for n in g.node}
-    map_node, batch_node = nodes[st.name], nodes[nxt.name]
-    source = map_node.input[0]
-    consumers = [n for n in g.node if n.input and n.input[0].split(":")[0] == batch_node.name]
-    src_node = nodes[source.split(":")[0]]
-    src_types = "output_types" if "output_types" in src_node.attr else "Toutput_types"
-    drop = lint._const_value(nodes, batch_node.input[-1])
-    lead = nxt.batch_size if drop is not None and bool(drop) and nxt.batch_size else -1
-    batch_shapes = copy.deepcopy(batch_node.attr["output_shapes"])  # = map's batched output
-    # The batch now batches the source's elements: its dtypes and shapes with a batch dim.
-    del batch_node.attr["output_types"].list.type[:]
-    batch_node.attr["output_types"].list.type.extend(src_node.attr[src_types].list.type)
-    del batch_node.attr["output_shapes"].list.shape[:]
-    for shape in src_node.attr["output_shapes"].list.shape:
-        new = batch_node.attr["output_shapes"].list.shape.add()
-        if shape.unknown_rank:
-            new.unknown_rank = True
-            continue
-        new.dim.add().size = lead
-        for d in shape.dim:
-            new.dim.add().size = d.size
-    batch_node.input[0] = source
-    map_node.input[0] = batch_node.name
-    map_node.attr["output_shapes"].CopyFrom(batch_shapes)
-    for c in consumers:
-        c.input[0] = map_node.name
-    return lint.rebuild(g, ds.element_spec), f"batch before {st.label} (vectorized)"
-
-
-def with_options(ds: Any, **flags: bool) -> Any:
-    import tensorflow as tf
-
-    opts = tf.data.Options()
-    if flags.get("map_parallelization"):
-        opts.experimental_optimization.map_parallelization = True
-    if flags.get("autotune"):
-        opts.autotune.enabled = True
-    return ds.with_options(opts)
-
-
-def cache_at(graph: lint.DatasetGraph, ds: Any, stage: lint.Stage) -> Any | None:
-    """The prefix up to `stage`, cached in RAM, then the rest when the rest is only
-    repeat/prefetch/options (stages that can be re-applied without the graph)."""
-    import tensorflow as tf
-
-    rest = [s for s in graph.stages if s.index > stage.index]
-    if any(s.kind not in ("repeat", "prefetch", "options") for s in rest):
-        return None
-    out = lint.prefix_dataset(graph, stage).cache()
-    if any(s.kind == "repeat" for s in rest):
-        out = out.repeat()
-    out = out.prefetch(tf.data.AUTOTUNE)
-    variant = tf.data.experimental.to_variant(out)
-    return tf.data.experimental.from_variant(variant, ds.element_spec)
-
-
-# ---- the fixing loop --------------------------------------------------------------------
-def _rate(cfg: Any, ds: Any, batch: int, tick: Callable[[str], None], label: str,
-          precision: str | None = None) -> float:  # fmt: skip
-    import tensorflow as tf
-
-    card = int(tf.data.experimental.cardinality(ds))
-    train_ds = ds if card == tf.data.INFINITE_CARDINALITY else ds.repeat()
-    target = build_target(cfg, train_ds.element_spec, batch, precision=precision)
-    return measure_training(target, train_ds, **_budget(cfg.doctor), tick=tick,
-                            label=label).rate.examples_per_s  # fmt: skip
-
-
-def fix_pipeline(
-    cfg: Any, diag: Diagnosis, *, out: Path, tick: Callable[[str], None] | None = None
-) -> FixResult:
+# ---- the fixing loop ----------------------------------------------------------------------
+def fix_pipeline(cfg: Any, diag: Diagnosis, *, out: Path, tick: Tick | None = None) -> FixResult:
     """Tries each candidate change, keeps those that help, writes the optimized run file
     (and, for other datasets, a description of the rewritten pipeline)."""
     tick = tick or (lambda label: None)
@@ -242,111 +169,83 @@ def fix_pipeline(
     return _fix_run_file(cfg, diag, out, tick)
 
 
-def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, Any]]]:
-    """(name, {dotted key: value}) run-file changes worth trying, most promising first."""
-    p = cfg.pipeline
-    codes = [f.code for f in diag.findings]
-    cands: list[tuple[str, dict[str, Any]]] = []
-    if cfg.workload and cfg.data.variant == "original":
-        cands.append(("tuned pipeline", {"data.variant": "tuned"}))
-    if p.parse != "batched":
-        cands.append(("batched parse", {"pipeline.parse": "batched"}))
-    if p.preprocess_parallelism != "auto":
-        cands.append(("parallel preprocessing", {"pipeline.preprocess_parallelism": "auto"}))
-    if p.read_parallelism != "auto" or p.interleave_cycle != "auto":
-        cands.append(("parallel reads", {"pipeline.read_parallelism": "auto",
-                                         "pipeline.interleave_cycle": "auto"}))  # fmt: skip
-    if p.prefetch != "auto":
-        cands.append(("prefetch", {"pipeline.prefetch": "auto"}))
-    if p.deterministic is not False:
-        cands.append(("non-deterministic order", {"pipeline.deterministic": False}))
-    if not p.cache_records:
-        cands.append(("cache records", {"pipeline.cache_records": True}))
-    if not p.cache_preprocessed and "no_cache" in codes:
-        cands.append(("cache preprocessed", {"pipeline.cache_preprocessed": True}))
-    for f in diag.findings:
-        if f.code == "precision":
-            best = f.change.split(":", 1)[1].split()[0]
-            cands.append((f"precision {best}", {"train.precision": best}))
-        if f.code == "small_batch":
-            cands.append(("larger batch", {"pipeline.batch_size": diag.batch_size * 4}))
-    return cands
-
-
-def _apply(cfg: Any, changes: dict[str, Any]) -> Any:
-    from tfperf.config import config_from_dict
-
-    data = cfg.model_dump(mode="json", exclude={"source"})
-    new = config_from_dict(data, [f"{k}={_yaml(v)}" for k, v in changes.items()])
-    new.source = cfg.source
-    return new
-
-
-def _yaml(value: Any) -> str:
-    import yaml
-
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
-
-
-def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
-    from tfperf.config import dump_config
+def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Tick) -> FixResult:
     from tfperf.inputs.datasets import make_input_dataset
 
-    def measure(c: Any, label: str) -> float:
-        ds = make_input_dataset(c, training=True)
-        return _rate(c, ds, c.pipeline.batch_size, tick, label)
+    def probe(c: Any, name: str) -> Probe:
+        return _training(name, c, make_input_dataset(c, training=True), c.pipeline.batch_size)
 
-    best_cfg, best = cfg, measure(cfg, "before")
-    before = best
-    trials, kept = [], {}
+    best_cfg, trials, kept = cfg, [], {}
     for name, changes in run_file_candidates(cfg, diag):
         try:
-            cand = _apply(best_cfg, changes)
-            # Side by side: the best so far re-measured right before the candidate, so that
-            # a busy machine's drift does not decide.
-            best = measure(best_cfg, "best so far")
-            rate = measure(cand, name)
+            cand = apply_changes(best_cfg, changes)
+            _, m, c = _pair(probe(best_cfg, "best so far"), probe(cand, name), cfg.doctor, tick)
         except Exception as exc:  # noqa: BLE001 - a change that fails is reported, not kept
-            trials.append(Trial(name, _describe(changes), None, False, str(exc)[:200]))
+            trials.append(_failed(name, describe_changes(changes), exc))
             continue
-        keep = rate >= best * KEEP_GAIN
-        trials.append(Trial(name, _describe(changes), rate, keep,
-                            f"{rate / best:.2f}x of the best so far"))  # fmt: skip
-        if keep:
-            best_cfg, best = cand, rate
+        trials.append(_judged(name, describe_changes(changes), m, c))
+        if c.faster:
+            best_cfg = cand
             kept.update(changes)
+    optimized = (lambda n: probe(best_cfg, n)) if kept else None
+    outcome = _final_check(lambda n: probe(cfg, n), optimized, cfg.doctor, tick, trials)
+    if not outcome.keep:
+        best_cfg, kept = cfg, {}
     out.parent.mkdir(parents=True, exist_ok=True)
     text = dump_config(relocate_paths(best_cfg, out))
-    out.write_text(_yaml_header(trials, before, best) + text)
-    return FixResult(before, best, trials, [str(out)], run_file_changes=kept)
+    out.write_text(_yaml_header(trials, outcome) + text)
+    return FixResult(
+        outcome.before,
+        outcome.after,
+        trials,
+        [str(out)],
+        run_file_changes=kept,
+        check=outcome.check,
+    )
 
 
-def _describe(changes: dict[str, Any]) -> str:
-    return ", ".join(f"{k}: {v}" for k, v in changes.items())
-
-
-def _yaml_header(trials: list[Trial], before: float, after: float) -> str:
-    lines = [f"# written by `tfperf doctor --fix`: training {before:,.0f} -> {after:,.0f} "
-             f"examples/s ({after / max(before, 1e-9):.2f}x)"]  # fmt: skip
+def _yaml_header(trials: list[FixTrial], outcome: _Outcome) -> str:
+    lines = [f"# written by `tfperf doctor --fix`: training {_summary(outcome)}"]
     for t in trials:
-        rate = "failed" if t.examples_per_s is None else f"{t.examples_per_s:,.0f} ex/s"
-        lines.append(f"#   {'kept' if t.kept else 'not kept'}: {t.change} ({rate})")
+        if t.ratio is None:
+            numbers = f"failed: {t.reason}" if t.examples_per_s is None else t.reason
+        else:
+            numbers = f"{t.examples_per_s:,.0f} ex/s, {_ratio(t)} of the best so far"
+        lines.append(f"#   {'kept' if t.kept else 'not kept'}: {t.change} ({numbers})")
     return "\n".join(lines) + "\n"
+
+
+def _ratio(t: FixTrial) -> str:
+    return "-" if t.ratio is None else f"{t.ratio:.2f}x ({t.low:.2f}-{t.high:.2f})"
+
+
+def _summary(outcome: _Outcome) -> str:
+    text = f"{outcome.before:,.0f} -> {outcome.after:,.0f} examples/s"
+    c = outcome.check
+    if c is None:
+        return text + " (no change kept)"
+    kept = "" if outcome.keep else "; not faster, nothing kept"
+    return text + f" ({c.ratio:.2f}x, paired {c.low:.2f}-{c.high:.2f}{kept})"
 
 
 def dataset_candidates(
     graph: lint.DatasetGraph, ds: Any, diag: Diagnosis
-) -> list[tuple[str, Callable[[Any, lint.DatasetGraph], Any]]]:
+) -> list[tuple[str, Rewrite]]:
     """(name, rewrite(current dataset, its graph) -> new dataset or None)."""
     import tensorflow as tf
 
-    cands: list[tuple[str, Callable[[Any, lint.DatasetGraph], Any]]] = []
-    cands.append(("batch before per-example map",
-                  lambda d, g: (batch_before_map(g, d) or (None,))[0]))  # fmt: skip
-    parallel = lambda d, g: with_options(d, map_parallelization=True, autotune=True)  # noqa: E731
-    cands.append(("map parallelization + autotune", parallel))
-    cands.append(("non-deterministic order", lambda d, g: set_deterministic(g, d, False)))
-    cands.append(("prefetch at the end", lambda d, g: d.prefetch(tf.data.AUTOTUNE)))
+    def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
+        return (batch_before_map(g, d) or (None,))[0]
+
+    def parallel(d: Any, g: lint.DatasetGraph) -> Any:
+        return with_options(d, map_parallelization=True, autotune=True)
+
+    cands: list[tuple[str, Rewrite]] = [
+        ("batch before per-example map", batch_first),
+        ("map parallelization + autotune", parallel),
+        ("non-deterministic order", lambda d, g: set_deterministic(g, d, False)),
+        ("prefetch at the end", lambda d, g: d.prefetch(tf.data.AUTOTUNE)),
+    ]
     cache = next((f for f in diag.findings if f.code == "no_cache"), None)
     if cache is not None:
         idx = cache.stage_index
@@ -358,42 +257,39 @@ def dataset_candidates(
 
         cands.append(("cache the deterministic prefix", add_cache))
     if lint.float64_outputs(graph):
-        cast = lambda d, g: d.map(_to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
+        cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
         cands.append(("float32 outputs", cast))
     return cands
 
 
-def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
-    from tfperf.config import dump_config
+def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Tick) -> FixResult:
     from tfperf.inputs.datasets import make_input_dataset
 
+    d = cfg.doctor
     ds = make_input_dataset(cfg, training=True)
     graph = lint.read_graph(ds)
     batch = diag.batch_size
     # The multiset check needs one finite pass without randomness; else it is skipped.
-    checkable = measure_cardinality(ds) is not None and not any(s.is_random for s in graph.stages)
-    best_ds, best = ds, _rate(cfg, ds, batch, tick, "before")
-    before = best
-    trials, changes = [], []
+    random = any(s.is_random for s in graph.stages)
+    checkable = lint.known_cardinality(ds) is not None and not random
+    best_ds, trials, changes = ds, [], []
     for name, rewrite in dataset_candidates(graph, ds, diag):
         try:
             cand = rewrite(best_ds, lint.read_graph(best_ds))
             if cand is None:
-                trials.append(Trial(name, name, None, False, "not applicable"))
+                trials.append(FixTrial(name, name, None, False, "not applicable"))
                 continue
             if checkable and not same_examples(ds, cand):
-                trials.append(Trial(name, name, None, False, "changes the examples"))
+                trials.append(FixTrial(name, name, None, False, "changes the examples"))
                 continue
-            best = _rate(cfg, best_ds, batch, tick, "best so far")  # side by side
-            rate = _rate(cfg, cand, batch, tick, name)
+            current = _training("best so far", cfg, best_ds, batch)
+            _, m, c = _pair(current, _training(name, cfg, cand, batch), d, tick)
         except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
-            trials.append(Trial(name, name, None, False, f"{type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0][:160]}"))  # fmt: skip
+            trials.append(_failed(name, name, exc))
             continue
-        keep = rate >= best * KEEP_GAIN
-        trials.append(Trial(name, name, rate, keep, f"{rate / best:.2f}x of the best so far"))
-        if keep:
-            best_ds, best = cand, rate
+        trials.append(_judged(name, name, m, c))
+        if c.faster:
+            best_ds = cand
             changes.append(name)
     # Precision is a run-file change that applies to any pipeline (the rewritten one here).
     kept: dict[str, Any] = {}
@@ -402,45 +298,69 @@ def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Any) -> FixResult:
         if not all(k.startswith("train.") for k in ch):
             continue
         try:
-            cand_cfg = _apply(best_cfg, ch)
-            best = _rate(best_cfg, best_ds, batch, tick, "best so far")
-            rate = _rate(cand_cfg, best_ds, batch, tick, name)
+            cand_cfg = apply_changes(best_cfg, ch)
+            current = _training("best so far", best_cfg, best_ds, batch)
+            _, m, c = _pair(current, _training(name, cand_cfg, best_ds, batch), d, tick)
         except Exception as exc:  # noqa: BLE001
-            trials.append(Trial(name, _describe(ch), None, False, str(exc)[:200]))
+            trials.append(_failed(name, describe_changes(ch), exc))
             continue
-        keep = rate >= best * KEEP_GAIN
-        trials.append(Trial(name, _describe(ch), rate, keep, f"{rate / best:.2f}x"))
-        if keep:
-            best_cfg, best = cand_cfg, rate
+        trials.append(_judged(name, describe_changes(ch), m, c))
+        if c.faster:
+            best_cfg = cand_cfg
             kept.update(ch)
-    written = []
+    optimized = None
+    if changes or kept:
+        optimized = lambda n: _training(n, best_cfg, best_ds, batch)  # noqa: E731
+    original = lambda n: _training(n, cfg, ds, batch)  # noqa: E731
+    outcome = _final_check(original, optimized, d, tick, trials)
+    if not outcome.keep:
+        best_ds, best_cfg, changes, kept = ds, cfg, [], {}
     md = out.with_name(out.name.removesuffix(".yaml") + ".md")
     md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(describe_rewrite(cfg, graph, lint.read_graph(best_ds), changes, trials,
-                                   before, best))  # fmt: skip
-    written.append(str(md))
+    after = lint.read_graph(best_ds)
+    md.write_text(describe_rewrite(cfg, graph, after, changes, trials, _summary(outcome)))
+    written = [str(md)]
     if kept:
         text = dump_config(relocate_paths(best_cfg, out))
-        out.write_text(_yaml_header(trials, before, best) + text)
+        out.write_text(_yaml_header(trials, outcome) + text)
         written.append(str(out))
-    return FixResult(before, best, trials, written, kept, changes, dataset=best_ds)
+    return FixResult(
+        outcome.before, outcome.after, trials, written, kept, changes, best_ds, outcome.check
+    )
 
 
-def describe_rewrite(cfg: Any, before: lint.DatasetGraph, after: lint.DatasetGraph,
-                     changes: list[str], trials: list[Trial], rate0: float,
-                     rate1: float) -> str:  # fmt: skip
-    """Markdown: the pipeline before and after, the options applied, the trials."""
-    lines = [f"# `tfperf doctor --fix`: {cfg.data.pipeline}", "",
-             f"Training: {rate0:,.0f} -> {rate1:,.0f} examples/s "
-             f"({rate1 / max(rate0, 1e-9):.2f}x).", "",
-             "Before: " + " -> ".join(s.label for s in before.stages), "",
-             "After: " + " -> ".join(s.label for s in after.stages), "",
-             "Changes kept: " + (", ".join(changes) or "none"), "",
-             "| change | examples/s | kept | note |", "|---|---:|---|---|"]  # fmt: skip
+def describe_rewrite(
+    cfg: Any,
+    before: lint.DatasetGraph,
+    after: lint.DatasetGraph,
+    changes: list[str],
+    trials: list[FixTrial],
+    summary: str,
+) -> str:
+    """Markdown: the pipeline before and after (`summary`: their training examples/s), the
+    options applied, the trials."""
+    lines = [
+        f"# `tfperf doctor --fix`: {cfg.data.pipeline}",
+        "",
+        f"Training: {summary}.",
+        "",
+        "Before: " + " -> ".join(s.label for s in before.stages),
+        "",
+        "After: " + " -> ".join(s.label for s in after.stages),
+        "",
+        "Changes kept: " + (", ".join(changes) or "none"),
+        "",
+        "| change | examples/s | vs best so far | kept | note |",
+        "|---|---:|---:|---|---|",
+    ]
     for t in trials:
         rate = "-" if t.examples_per_s is None else f"{t.examples_per_s:,.0f}"
-        lines.append(f"| {t.change} | {rate} | {'yes' if t.kept else 'no'} | {t.reason} |")
-    lines += ["", "Apply them in the pipeline's code: move per-example maps after batch(), "
-              "pass num_parallel_calls=tf.data.AUTOTUNE, end with prefetch(AUTOTUNE), set "
-              "tf.data.Options().deterministic = False for training, as kept above."]  # fmt: skip
+        kept = "yes" if t.kept else "no"
+        lines.append(f"| {t.change} | {rate} | {_ratio(t)} | {kept} | {t.reason} |")
+    lines += [
+        "",
+        "Apply them in the pipeline's code: move per-example maps after batch(), pass "
+        "num_parallel_calls=tf.data.AUTOTUNE, end with prefetch(AUTOTUNE), set "
+        "tf.data.Options().deterministic = False for training, as kept above.",
+    ]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@ from source to output as a chain of stages, each with its settings (parallelism,
 size, buffer sizes, determinism, dtypes) and the ops inside its functions; and the
 rebuilding of any prefix of that chain as a dataset of its own.
 
-It measures nothing and judges nothing: probes.py times the prefixes, rules.py decides.
+It times nothing and judges nothing: diagnose.py times the prefixes, rules.py decides. One
+job (reading the graph), with the op table it needs, hence its length.
 """
 
 from __future__ import annotations
@@ -13,36 +14,68 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Short kinds for the dataset ops the rules care about; unknown ops are "other".
-_KINDS = {
-    "TensorSliceDataset": "source", "TensorDataset": "source", "RangeDataset": "source",
-    "SparseTensorSliceDataset": "source", "FixedLengthRecordDatasetV2": "read",
-    "TFRecordDataset": "read", "TFRecordDatasetV2": "read", "TextLineDataset": "read",
-    "GeneratorDataset": "generator",
-    "MapDataset": "map", "ParallelMapDataset": "map", "ParallelMapDatasetV2": "map",
-    "MapAndBatchDataset": "map_batch",
-    "BatchDataset": "batch", "BatchDatasetV2": "batch", "ParallelBatchDataset": "batch",
-    "PaddedBatchDataset": "batch", "PaddedBatchDatasetV2": "batch",
-    "ShuffleDataset": "shuffle", "ShuffleDatasetV2": "shuffle", "ShuffleDatasetV3": "shuffle",
-    "ShuffleAndRepeatDataset": "shuffle", "ShuffleAndRepeatDatasetV2": "shuffle",
-    "RepeatDataset": "repeat", "PrefetchDataset": "prefetch",
-    "CacheDataset": "cache", "CacheDatasetV2": "cache",
-    "InterleaveDataset": "interleave", "ParallelInterleaveDataset": "interleave",
-    "ParallelInterleaveDatasetV2": "interleave", "ParallelInterleaveDatasetV3": "interleave",
-    "ParallelInterleaveDatasetV4": "interleave", "FlatMapDataset": "flat_map",
-    "ParseExampleDataset": "parse", "ParseExampleDatasetV2": "parse",
-    "FilterDataset": "filter", "TakeDataset": "take", "SkipDataset": "skip",
-    "ShardDataset": "shard", "UnbatchDataset": "unbatch",
+_OPS_BY_KIND = {
+    "source": ("TensorSliceDataset", "TensorDataset", "RangeDataset", "SparseTensorSliceDataset"),
+    "read": (
+        "FixedLengthRecordDatasetV2",
+        "TFRecordDataset",
+        "TFRecordDatasetV2",
+        "TextLineDataset",
+    ),
+    "generator": ("GeneratorDataset",),
+    "map": ("MapDataset", "ParallelMapDataset", "ParallelMapDatasetV2"),
+    "map_batch": ("MapAndBatchDataset",),
+    "batch": (
+        "BatchDataset",
+        "BatchDatasetV2",
+        "ParallelBatchDataset",
+        "PaddedBatchDataset",
+        "PaddedBatchDatasetV2",
+    ),
+    "shuffle": (
+        "ShuffleDataset",
+        "ShuffleDatasetV2",
+        "ShuffleDatasetV3",
+        "ShuffleAndRepeatDataset",
+        "ShuffleAndRepeatDatasetV2",
+    ),
+    "repeat": ("RepeatDataset",),
+    "prefetch": ("PrefetchDataset",),
+    "cache": ("CacheDataset", "CacheDatasetV2"),
+    "interleave": (
+        "InterleaveDataset",
+        "ParallelInterleaveDataset",
+        "ParallelInterleaveDatasetV2",
+        "ParallelInterleaveDatasetV3",
+        "ParallelInterleaveDatasetV4",
+    ),
+    "flat_map": ("FlatMapDataset",),
+    "parse": ("ParseExampleDataset", "ParseExampleDatasetV2"),
+    "filter": ("FilterDataset",),
+    "take": ("TakeDataset",),
+    "skip": ("SkipDataset",),
+    "shard": ("ShardDataset",),
+    "unbatch": ("UnbatchDataset",),
     # Pass-through wrappers: options, autotune model, thread pools.
-    "OptionsDataset": "options", "ModelDataset": "options",
-    "MaxIntraOpParallelismDataset": "options", "PrivateThreadPoolDataset": "options",
-    "AssertCardinalityDataset": "options", "IgnoreErrorsDataset": "options",
-}  # fmt: skip
-# Ops that call back into Python (seed A's distance maps ran in one of these).
+    "options": (
+        "OptionsDataset",
+        "ModelDataset",
+        "MaxIntraOpParallelismDataset",
+        "PrivateThreadPoolDataset",
+        "AssertCardinalityDataset",
+        "IgnoreErrorsDataset",
+    ),
+}
+_KINDS = {op: kind for kind, ops in _OPS_BY_KIND.items() for op in ops}
+# Ops that call back into Python (the distance-maps workload's original ran in one of these).
 PY_FUNC_OPS = frozenset({"PyFunc", "EagerPyFunc", "PyFuncStateless"})
 PARSE_OPS = frozenset({"ParseExampleV2", "ParseExample", "ParseSingleExample"})
-READ_OPS = frozenset({"TFRecordDataset", "TFRecordDatasetV2", "FixedLengthRecordDatasetV2",
-                      "TextLineDataset"})  # fmt: skip
+READ_OPS = frozenset(_OPS_BY_KIND["read"])
 AUTOTUNE = -1
+
+
+def _tuned(value: int) -> str:
+    return "AUTOTUNE" if value == AUTOTUNE else str(value)
 
 
 def _is_dataset_op(op: str) -> bool:
@@ -55,7 +88,7 @@ def _is_random_op(op: str) -> bool:
 
 
 @dataclass
-class Stage:
+class GraphStage:
     """One dataset op of the main chain, source first."""
 
     index: int
@@ -106,15 +139,11 @@ class Stage:
             if self.parallelism is None:
                 extra.append("sequential" if self.kind != "batch" else "")
             else:
-                extra.append(
-                    f"parallel={'AUTOTUNE' if self.parallelism == AUTOTUNE else self.parallelism}"
-                )  # noqa: E501
+                extra.append(f"parallel={_tuned(self.parallelism)}")
         if self.batch_size is not None:
             extra.append(f"batch={self.batch_size}")
         if self.buffer_size is not None:
-            extra.append(
-                f"buffer={'AUTOTUNE' if self.buffer_size == AUTOTUNE else self.buffer_size}"
-            )  # noqa: E501
+            extra.append(f"buffer={_tuned(self.buffer_size)}")
         if self.files is not None:
             extra.append(f"files={self.files}")
         if self.has_py_func and not self.is_generator:
@@ -123,11 +152,19 @@ class Stage:
         return f"{self.kind}#{self.index}" + (f" ({inner})" if inner else "")
 
     def summary(self) -> dict[str, Any]:
-        return {"index": self.index, "op": self.op, "kind": self.kind, "label": self.label,
-                "parallelism": self.parallelism, "deterministic": self.deterministic,
-                "batch_size": self.batch_size, "buffer_size": self.buffer_size,
-                "files": self.files, "output_dtypes": self.output_dtypes,
-                "functions": self.functions}  # fmt: skip
+        return {
+            "index": self.index,
+            "op": self.op,
+            "kind": self.kind,
+            "label": self.label,
+            "parallelism": self.parallelism,
+            "deterministic": self.deterministic,
+            "batch_size": self.batch_size,
+            "buffer_size": self.buffer_size,
+            "files": self.files,
+            "output_dtypes": self.output_dtypes,
+            "functions": self.functions,
+        }
 
 
 @dataclass
@@ -135,12 +172,12 @@ class DatasetGraph:
     """A dataset's graph and its main chain of stages (source first, output last)."""
 
     graph_def: Any
-    stages: list[Stage]
+    stages: list[GraphStage]
     element_spec: Any
     deterministic_option: bool | None  # tf.data.Options().deterministic of the dataset
 
     @property
-    def output(self) -> Stage:
+    def output(self) -> GraphStage:
         return self.stages[-1]
 
     @property
@@ -150,12 +187,12 @@ class DatasetGraph:
                 return s.batch_size
         return None
 
-    def measurable(self) -> list[Stage]:
+    def measurable(self) -> list[GraphStage]:
         """Stages whose prefix is worth timing (pass-through wrappers are skipped)."""
         return [s for s in self.stages if s.kind not in ("options", "take", "skip")]
 
 
-def _const_value(nodes: dict[str, Any], ref: str) -> Any:
+def const_value(nodes: dict[str, Any], ref: str) -> Any:
     from tensorflow.python.framework import tensor_util
 
     node = nodes.get(ref.split(":")[0].lstrip("^"))
@@ -169,7 +206,7 @@ def _int_input(nodes: dict[str, Any], node: Any, pos: int) -> int | None:
     if len(node.input) <= abs(pos) - (1 if pos < 0 else 0) or not node.input:
         return None
     try:
-        value = _const_value(nodes, node.input[pos])
+        value = const_value(nodes, node.input[pos])
     except IndexError:
         return None
     if value is None or getattr(value, "size", 1) != 1:
@@ -241,9 +278,9 @@ def _files_of(nodes: dict[str, Any], node: Any) -> int | None:
     return None
 
 
-def _stage(nodes: dict[str, Any], library: dict[str, Any], node: Any, index: int) -> Stage:
+def _stage(nodes: dict[str, Any], library: dict[str, Any], node: Any, index: int) -> GraphStage:
     kind = _KINDS.get(node.op, "other")
-    st = Stage(index=index, name=node.name, op=node.op, kind=kind)
+    st = GraphStage(index=index, name=node.name, op=node.op, kind=kind)
     st.functions = _node_functions(node)
     st.fn_ops = _function_ops(library, st.functions)
     st.output_dtypes = _dtypes(node)
@@ -305,7 +342,7 @@ def read_graph(ds: Any) -> DatasetGraph:
     return DatasetGraph(graph_def, stages, ds.element_spec, ds.options().deterministic)
 
 
-def prefix_dataset(graph: DatasetGraph, stage: Stage) -> Any:
+def prefix_dataset(graph: DatasetGraph, stage: GraphStage) -> Any:
     """The pipeline cut after `stage`, rebuilt from the graph as a dataset of flat tuples."""
     import tensorflow as tf
 
@@ -325,7 +362,7 @@ def prefix_dataset(graph: DatasetGraph, stage: Stage) -> Any:
     return tf.data.experimental.from_variant(variant, specs[0] if len(specs) == 1 else specs)
 
 
-def deterministic_prefix(graph: DatasetGraph) -> list[Stage]:
+def deterministic_prefix(graph: DatasetGraph) -> list[GraphStage]:
     """Stages before the first that shuffles, randomizes content or repeats: cacheable."""
     out = []
     for st in graph.stages:
@@ -365,3 +402,26 @@ def rebuild(graph_def: Any, element_spec: Any) -> Any:
 
     variant = tf.raw_ops.DatasetFromGraph(graph_def=graph_def.SerializeToString())
     return tf.data.experimental.from_variant(variant, element_spec)
+
+
+def deterministic_stages(graph: DatasetGraph) -> list[GraphStage]:
+    """Parallel stages that keep input order although training does not need it."""
+    out = []
+    for st in graph.stages:
+        if not st.parallel and st.kind not in ("interleave",):
+            continue
+        if st.kind == "interleave" and st.parallelism is None:
+            continue
+        if st.deterministic == "true" or (
+            st.deterministic in (None, "default") and graph.deterministic_option is not False
+        ):
+            out.append(st)
+    return out
+
+
+def known_cardinality(ds: Any) -> int | None:
+    """Elements per pass, when tf.data knows it without reading (None: unknown/infinite)."""
+    import tensorflow as tf
+
+    n = int(tf.data.experimental.cardinality(ds))
+    return n if n >= 0 else None

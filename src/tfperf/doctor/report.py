@@ -9,13 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tfperf.doctor.rules import Diagnosis
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+from tfperf.doctor.findings import Diagnosis
+from tfperf.doctor.fixes import FixResult
+from tfperf.util.format import number
 
 
 def render_diagnosis(diag: Diagnosis, console: Console) -> None:
@@ -31,14 +27,18 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     t.add_column("variant")
     t.add_column("examples/s", justify="right")
     t.add_column("note")
-    t.add_row("(a) pipeline alone", _num(diag.pipeline.examples_per_s), "")
-    t.add_row("(b) model on one cached batch", _num(diag.compute.examples_per_s),
-              "compute limit")  # fmt: skip
-    t.add_row("(c) training (pipeline + model)", _num(diag.training.rate.examples_per_s),
-              f"input wait {frac:.0%}")  # fmt: skip
+    t.add_row("(a) pipeline alone", number(diag.pipeline.examples_per_s.median), "")
+    t.add_row(
+        "(b) model on one cached batch", number(diag.compute.examples_per_s.median), "compute limit"
+    )
+    t.add_row(
+        "(c) training (pipeline + model)",
+        number(diag.training.examples_per_s.median),
+        f"input wait {frac:.0%}",
+    )
     for name, rate in diag.variants.items():
         label = name if name.startswith(("training", "compute")) else f"compute with {name}"
-        t.add_row(f"    {label}", _num(rate), "what-if")
+        t.add_row(f"    {label}", number(rate), "what-if")
     console.print(t)
     s = Table(title="stage prefixes: the pipeline cut after each stage")
     s.add_column("stage")
@@ -46,8 +46,8 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     s.add_column("us/example added", justify="right")
     for st in diag.stages:
         mark = " [bold red]<- slowest[/]" if st.label == diag.slowest_stage else ""
-        s.add_row(st.label + mark, _num(st.examples_per_s),
-                  "-" if st.us_per_example is None else f"{st.us_per_example:.1f}")  # fmt: skip
+        added = "-" if st.us_per_example is None else f"{st.us_per_example:.1f}"
+        s.add_row(st.label + mark, number(st.examples_per_s), added)
     console.print(s)
     render_findings(diag, console)
     for note in diag.notes:
@@ -56,9 +56,8 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
 
 def render_findings(diag: Diagnosis, console: Console) -> None:
     if not diag.findings:
-        console.print("[green]no findings[/]" + (
-            ": the run is not input-bound, so no input advice" if
-            diag.verdict == "not input-bound" else ""))  # fmt: skip
+        why = ": the run is not input-bound, so no input advice"
+        console.print("[green]no findings[/]" + (why if diag.verdict == "not input-bound" else ""))
         return
     f = Table(title="findings, most promising first", show_lines=True)
     f.add_column("#", justify="right")
@@ -68,8 +67,8 @@ def render_findings(diag: Diagnosis, console: Console) -> None:
     f.add_column("expected")
     for i, fd in enumerate(diag.findings, 1):
         where = f"\n[dim]{fd.stage}[/]" if fd.stage else ""
-        f.add_row(str(i), f"[bold]{fd.code}[/]\n{fd.title}{where}", fd.evidence, fd.change,
-                  fd.expected)  # fmt: skip
+        title = f"[bold]{fd.code}[/]\n{fd.title}{where}"
+        f.add_row(str(i), title, fd.evidence, fd.change, fd.expected)
     console.print(f)
 
 
@@ -77,18 +76,29 @@ def diagnosis_json(diag: Diagnosis) -> dict[str, Any]:
     return diag.to_dict()
 
 
-def render_fix(result: Any, console: Console) -> None:
-    """The before/after table of --fix: every candidate, its measurement, kept or not."""
-    t = Table(title=f"--fix: training {_num(result.before)} -> {_num(result.after)} examples/s "
-              f"({result.speedup:.2f}x)")  # fmt: skip
+def render_fix(result: FixResult, console: Console) -> None:
+    """The before/after table of --fix: every candidate, its measurement against the best
+    so far (median of the paired ratios, their spread), kept or not."""
+    title = f"--fix: training {number(result.before)} -> {number(result.after)} examples/s"
+    c = result.check
+    if c is None:
+        title += " (no change kept)"
+    else:
+        kept = "" if c.faster else "; not faster, nothing kept"
+        title += f" ({c.ratio:.2f}x, paired {c.low:.2f}-{c.high:.2f}{kept})"
+    t = Table(title=title)
     t.add_column("change")
     t.add_column("training examples/s", justify="right")
+    t.add_column("vs best so far", justify="right")
     t.add_column("kept")
     t.add_column("note")
-    t.add_row("(before)", _num(result.before), "", "")
+    t.add_row("(before)", number(result.before), "", "", "")
     for trial in result.trials:
-        t.add_row(trial.change, _num(trial.examples_per_s),
-                  "[green]yes[/]" if trial.kept else "no", trial.reason)  # fmt: skip
+        ratio = (
+            "-" if trial.ratio is None else f"{trial.ratio:.2f}x ({trial.low:.2f}-{trial.high:.2f})"
+        )
+        kept = "[green]yes[/]" if trial.kept else "no"
+        t.add_row(trial.change, number(trial.examples_per_s), ratio, kept, trial.reason)
     console.print(t)
     for path in result.written:
         console.print(f"wrote {path}")

@@ -1,0 +1,98 @@
+"""What the doctor concludes, as plain data: a `Finding` (evidence, change, expected gain),
+the timing of one stage prefix, and the whole `Diagnosis` with its --json form. Nothing
+here measures or decides."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tfperf.measure import Measurement
+
+
+@dataclass
+class Finding:
+    code: str
+    title: str
+    stage: str | None  # the stage's label, when the finding is about one stage
+    evidence: str  # the numbers behind it
+    change: str  # what to change, concretely
+    expected: str  # the gain it expects, in words
+    expected_speedup: float | None  # training examples/s after / before (None: not a speed gain)
+    kind: str  # "risk" (RAM), "input", "compute", "data"
+    stage_index: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StageTiming:
+    index: int
+    label: str
+    kind: str
+    examples_per_s: float | None
+    us_per_example: float | None  # time this stage adds per example
+    error: str | None = None
+
+
+def rate_json(m: Measurement) -> dict[str, float]:
+    """The --json form of a measurement: median rates over its repeats, total timed seconds."""
+    return {
+        "examples_per_s": round(m.examples_per_s.median, 1),
+        "batches_per_s": round(m.batches_per_s.median, 2),
+        "examples_per_batch": m.examples_per_batch,
+        "seconds": round(m.seconds, 4),
+    }
+
+
+def training_json(m: Measurement) -> dict[str, float]:
+    """`rate_json` plus the time the train step waited for input and its share."""
+    wait = sum(r.wait_seconds for r in m.runs)
+    return {
+        **rate_json(m),
+        "wait_s": round(wait, 4),
+        "wall_s": round(m.seconds, 4),
+        "input_bound_fraction": round(m.input_bound_fraction, 4),
+    }
+
+
+@dataclass
+class Diagnosis:
+    """Everything `tfperf doctor` measured and concluded."""
+
+    source: str
+    model: str
+    batch_size: int
+    precision: str
+    pipeline: Measurement  # (a) the pipeline alone
+    compute: Measurement  # (b) the model fed one cached batch: the compute limit
+    training: Measurement  # (c) both together, with the input wait
+    stages: list[StageTiming]
+    slowest_stage: str | None
+    verdict: str
+    findings: list[Finding]
+    variants: dict[str, float] = field(default_factory=dict)  # variant -> examples/s
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def input_bound_fraction(self) -> float:
+        return self.training.input_bound_fraction
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "precision": self.precision,
+            "verdict": self.verdict,
+            "input_bound_fraction": round(self.input_bound_fraction, 4),
+            "pipeline": rate_json(self.pipeline),
+            "compute_limit": rate_json(self.compute),
+            "training": training_json(self.training),
+            "stages": [asdict(s) for s in self.stages],
+            "slowest_stage": self.slowest_stage,
+            "findings": [f.to_dict() for f in self.findings],
+            "variants": {k: round(v, 1) for k, v in self.variants.items()},
+            "notes": self.notes,
+        }

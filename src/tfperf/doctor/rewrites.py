@@ -1,0 +1,147 @@
+"""Edits of a tf.data.Dataset for the doctor: rewrites of its graph (batch before a
+batch-polymorphic map, determinism) or of its options and tail (map parallelization,
+prefetch, cache, float32), and the check that a rewrite still yields the same examples.
+
+It times nothing and decides nothing: diagnose.py measures what a rewrite would give,
+fixes.py tries them and keeps those that help.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from typing import Any
+
+from tfperf.doctor import lint
+
+MAX_COMPARE = 20_000  # examples compared for the multiset check
+
+
+# ---- multiset of examples ----------------------------------------------------------------
+def example_multiset(ds: Any, limit: int = MAX_COMPARE) -> collections.Counter:
+    """Each example of `ds` (batches split into rows) as bytes, counted."""
+    # TensorFlow is imported on first use so that `tfperf --help` stays fast.
+    import numpy as np
+    import tensorflow as tf
+
+    counts: collections.Counter = collections.Counter()
+    n = 0
+    for element in ds:
+        flat = [np.asarray(t) for t in tf.nest.flatten(element)]
+        rows = flat[0].shape[0] if flat and flat[0].ndim else 1
+        batched = all(f.ndim and f.shape[0] == rows for f in flat) and rows >= 1
+        for i in range(rows if batched else 1):
+            parts = [f[i] if batched else f for f in flat]
+            key = b"|".join(_row_bytes(p) for p in parts)
+            counts[key] += 1
+            n += 1
+        if n >= limit:
+            break
+    return counts
+
+
+def _row_bytes(value: Any) -> bytes:
+    import numpy as np
+
+    if value.dtype.kind == "f":
+        # Batched and per-example kernels may differ in the last bits.
+        value = np.round(value.astype(np.float64), 5)
+    return value.tobytes() + str(value.shape).encode()
+
+
+def same_examples(a: Any, b: Any) -> bool:
+    """True when one pass of `a` and `b` yields the same multiset of examples."""
+    return example_multiset(a) == example_multiset(b)
+
+
+# ---- rewrites -----------------------------------------------------------------------------
+def set_deterministic(graph: lint.DatasetGraph, ds: Any, value: bool) -> Any:
+    """`ds` with every op's `deterministic` attribute and the dataset option set to `value`."""
+    import tensorflow as tf
+
+    g = copy.deepcopy(graph.graph_def)
+    for node in g.node:
+        if "deterministic" in node.attr:
+            node.attr["deterministic"].s = b"true" if value else b"false"
+    out = lint.rebuild(g, ds.element_spec)
+    opts = tf.data.Options()
+    opts.deterministic = value
+    return out.with_options(opts)
+
+
+def batch_before_map(graph: lint.DatasetGraph, ds: Any) -> tuple[Any, str] | None:
+    """Moves the per-example map right before the first batch after it (map(f).batch(n)
+    becomes batch(n).map(f)); the caller checks that f gave the same examples on a batch."""
+    stages = graph.stages
+    for i, st in enumerate(stages[:-1]):
+        nxt = stages[i + 1]
+        if st.kind == "map" and not st.batched and nxt.kind == "batch" and not st.has_py_func:
+            break
+    else:
+        return None
+    g = copy.deepcopy(graph.graph_def)
+    nodes = {n.name: n for n in g.node}
+    map_node, batch_node = nodes[st.name], nodes[nxt.name]
+    source = map_node.input[0]
+    consumers = [n for n in g.node if n.input and n.input[0].split(":")[0] == batch_node.name]
+    src_node = nodes[source.split(":")[0]]
+    src_types = "output_types" if "output_types" in src_node.attr else "Toutput_types"
+    drop = lint.const_value(nodes, batch_node.input[-1])
+    lead = nxt.batch_size if drop is not None and bool(drop) and nxt.batch_size else -1
+    batch_shapes = copy.deepcopy(batch_node.attr["output_shapes"])  # = map's batched output
+    # The batch now batches the source's elements: its dtypes and shapes with a batch dim.
+    del batch_node.attr["output_types"].list.type[:]
+    batch_node.attr["output_types"].list.type.extend(src_node.attr[src_types].list.type)
+    del batch_node.attr["output_shapes"].list.shape[:]
+    for shape in src_node.attr["output_shapes"].list.shape:
+        new = batch_node.attr["output_shapes"].list.shape.add()
+        if shape.unknown_rank:
+            new.unknown_rank = True
+            continue
+        new.dim.add().size = lead
+        for d in shape.dim:
+            new.dim.add().size = d.size
+    batch_node.input[0] = source
+    map_node.input[0] = batch_node.name
+    map_node.attr["output_shapes"].CopyFrom(batch_shapes)
+    for c in consumers:
+        c.input[0] = map_node.name
+    return lint.rebuild(g, ds.element_spec), f"batch before {st.label} (vectorized)"
+
+
+def with_options(ds: Any, **flags: bool) -> Any:
+    """`ds` with tf.data's map parallelization and/or autotuning switched on."""
+    import tensorflow as tf
+
+    opts = tf.data.Options()
+    if flags.get("map_parallelization"):
+        opts.experimental_optimization.map_parallelization = True
+    if flags.get("autotune"):
+        opts.autotune.enabled = True
+    return ds.with_options(opts)
+
+
+def cache_at(graph: lint.DatasetGraph, ds: Any, stage: lint.GraphStage) -> Any | None:
+    """The prefix up to `stage`, cached in RAM, then the rest when the rest is only
+    repeat/prefetch/options (stages that can be re-applied without the graph)."""
+    import tensorflow as tf
+
+    rest = [s for s in graph.stages if s.index > stage.index]
+    if any(s.kind not in ("repeat", "prefetch", "options") for s in rest):
+        return None
+    out = lint.prefix_dataset(graph, stage).cache()
+    if any(s.kind == "repeat" for s in rest):
+        out = out.repeat()
+    out = out.prefetch(tf.data.AUTOTUNE)
+    variant = tf.data.experimental.to_variant(out)
+    return tf.data.experimental.from_variant(variant, ds.element_spec)
+
+
+def to_float32(*element: Any) -> Any:
+    """A map function: the element with every float64 tensor cast to float32."""
+    import tensorflow as tf
+
+    def cast(t: Any) -> Any:
+        return tf.cast(t, tf.float32) if t.dtype == tf.float64 else t
+
+    return tf.nest.map_structure(cast, element if len(element) > 1 else element[0])

@@ -1,0 +1,87 @@
+"""What the doctor times, on the shared measuring core `tfperf.measure`: the run file's model
+behind tfperf's compiled train step (`StepTarget`), and the three kinds of probes sized by
+the run file's `doctor` section (each repeat: `warmup` untimed steps, then at least `steps`
+steps and `min_seconds`): a pipeline alone, the compute limit, training.
+
+It builds probes and runs nothing; diagnose.py and fixes.py run them side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.measure import Probe, StepRunner, cached_batch, pipeline_probe, training_probe
+
+
+@dataclass
+class StepTarget:
+    """A model, optimizer and the real compiled multi-step train function, built once."""
+
+    model: Any
+    train_step: Any  # tfperf.train.step.TrainStep
+    precision: str
+    batch: int
+
+    @property
+    def run_steps(self) -> StepRunner:
+        """`n` train steps from an iterator; the seconds they waited for input."""
+        step = self.train_step
+        # Reading the result waits for the compiled call to finish.
+        return lambda it, n: float(step(it, n)["wait_s"])
+
+
+def build_target(
+    cfg: Any, element_spec: Any, batch: int, precision: str | None = None
+) -> StepTarget:
+    """The run file's model and loss behind tfperf's TrainStep, under `precision`."""
+    # TensorFlow and the train loop are imported on first use so that `tfperf --help`
+    # stays fast.
+    import keras
+    import tensorflow as tf
+
+    from tfperf.train.loop import build_train_parts
+    from tfperf.train.strategy import StrategyInfo
+
+    if not isinstance(element_spec, tuple) or len(element_spec) not in (2, 3):
+        raise UserError(
+            "data.pipeline: the doctor trains on (features, labels) batches; the dataset "
+            f"yields {element_spec}"
+        )
+    policy = precision or (cfg.train.precision if cfg.train.precision != "auto" else "float32")
+    before = keras.config.dtype_policy()
+    try:
+        info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
+        parts = build_train_parts(cfg, info, policy, element_spec, None, batch, metrics=False)
+    finally:
+        keras.config.set_dtype_policy(before)
+    return StepTarget(parts.model, parts.train_step, policy, batch)
+
+
+def dataset_probe(name: str, ds: Any, d: Any, batch_size: int | None = None) -> Probe:
+    """The pipeline alone; with `batch_size` its elements are single examples, batched here
+    so that each pull is one batch as in training."""
+    if batch_size:
+        ds = ds.batch(batch_size)
+    return pipeline_probe(
+        name, ds, batches=d.steps, warmup=d.warmup, min_seconds=d.min_seconds, chunk=d.steps
+    )
+
+
+def train_probe(name: str, target: StepTarget, ds: Any, d: Any) -> Probe:
+    """The real train step fed by `ds`: examples/s and the time it waited for input."""
+    return training_probe(
+        name,
+        target.run_steps,
+        ds,
+        steps=d.steps,
+        warmup=d.warmup,
+        examples_per_step=target.batch,
+        min_seconds=d.min_seconds,
+    )
+
+
+def compute_probe(name: str, target: StepTarget, ds: Any, d: Any) -> Probe:
+    """The compute limit: the same train step fed the first batch of `ds` from memory."""
+    return train_probe(name, target, cached_batch(ds), d)
