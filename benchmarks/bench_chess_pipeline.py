@@ -1,4 +1,4 @@
-"""Seed E's chess pipeline on this machine: the tuned pipeline against the question's
+"""The chess workload's input pipeline on this machine: the tuned pipeline against the question's
 original and against the read-only bound (the same shards read and batched, nothing
 parsed), then the variants tried on the way (bit-unpacking formulations, output dtype,
 interleave, parallelism, shuffle). Prints one markdown section for BENCHMARKS.md.
@@ -8,11 +8,10 @@ interleave, parallelism, shuffle). Prints one markdown section for BENCHMARKS.md
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
-from common import DATA_ROOT, machine, parse_args, rate, spread, table
+from common import DATA_ROOT, machine, paired, parse_args, rate, spread, table
 
 # Targets from the project's brief: tuned >= 5x the original, >= 25% of the read-only bound.
 TARGET_VS_ORIGINAL = 5.0
@@ -117,24 +116,13 @@ def bfloat16_board(wl: Any):
     return fn
 
 
-def per_batch_ms(fns: dict[str, Any], batch: Any, n: int, rounds: int = 5) -> dict[str, float]:
-    """Milliseconds per batch of each formulation alone (tf.function, one caller thread):
-    the best of `rounds` rounds, formulations interleaved within each round so that
-    another process's burst does not land on one of them only."""
+def alone_on_one_batch(batch: Any, fns: dict[str, Any]) -> dict[str, Any]:
+    """Each formulation alone: mapped (one call at a time) over one parsed batch held in
+    memory, so that reading and parsing cost nothing."""
     import tensorflow as tf
 
-    compiled = {k: tf.function(fn) for k, fn in fns.items()}
-    for f in compiled.values():
-        f(batch)  # trace outside the timing
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for k, f in compiled.items():
-            start = time.perf_counter()
-            for _ in range(n):
-                out = f(batch)
-            _ = tf.nest.flatten(out)[0].numpy()
-            best[k] = min(best[k], (time.perf_counter() - start) / n * 1e3)
-    return best
+    cached = tf.data.Dataset.from_tensors(batch).repeat()
+    return {name: cached.map(fn) for name, fn in fns.items()}
 
 
 def main() -> None:
@@ -142,10 +130,11 @@ def main() -> None:
     import tensorflow as tf
 
     where = machine()  # before the load this script adds
-    from tfperf.bench import bench_pipeline, measure_datasets
+    from tfperf import bench_pipeline, measure_datasets
     from tfperf.config import config_from_dict
     from tfperf.data.pipeline import make_dataset
     from tfperf.inputs.datasets import ensure_workload_data, open_source
+    from tfperf.measure import compare
 
     repeats = args.repeats or (2 if args.quick else 7)
     batches = args.batches or (20 if args.quick else 150)
@@ -157,11 +146,13 @@ def main() -> None:
     files, records = src.files("train"), src.records("train")
     wl = src.workload
     schema = src.manifest.split_schema("train")
+    budget = {"repeats": repeats, "batches": batches, "warmup": warmup, "progress": True}
 
     # 1. The headline: tuned (with its stage prefixes) and original, interleaved.
-    report = bench_pipeline(cfg, repeats=repeats, batches=batches, warmup=warmup,
-                            stages=True, compare="original", progress=True)  # fmt: skip
-    vs_orig, vs_read = report.tuned_over_original, report.tuned_over_read
+    report = bench_pipeline(cfg, stages=True, compare="original", **budget)
+    read = report.stages[0]
+    vs_orig = compare(report.original, report.tuned)
+    vs_read = compare(read, report.tuned)
 
     # 1b. The same records in 8 shards: parallel reads raise the read-only bound.
     sharded = None
@@ -174,22 +165,28 @@ def main() -> None:
         if not manifest_path(dir8).exists():
             # a little over an eighth of the bytes: the planner then makes exactly 8 shards
             per_shard = int(records * report.tuned.record_bytes / 8 * 1.02)
-            write_workload_data(workload_of(cfg), dir8, examples=cfg.data.examples,
-                                eval_examples=0, seed=cfg.data.seed, progress=True,
-                                shard_bytes=per_shard)  # fmt: skip
+            write_workload_data(
+                workload_of(cfg),
+                dir8,
+                examples=cfg.data.examples,
+                eval_examples=0,
+                seed=cfg.data.seed,
+                progress=True,
+                shard_bytes=per_shard,
+            )
         cfg8 = config_from_dict({"workload": "chess", "data": {"dir": str(dir8)}})
-        sharded = bench_pipeline(cfg8, repeats=repeats, batches=batches, warmup=warmup,
-                                 stages=True, progress=True)  # fmt: skip
+        sharded = bench_pipeline(cfg8, stages=True, **budget)
 
     # 2. Formulations alone, on one parsed batch.
     rows = list(wl.generate(cfg.pipeline.batch_size, seed=1))
     parsed = schema.parse_batch(tf.constant([schema.encode(r) for r in rows]))
+    tuned_name = "signed 256x8 lookup table + transpose of value pairs (tuned)"
     formulations = {
         "tf.bitwise masks + last-axis plane gather (first version)": bitwise_gather(wl),
         "256x8 lookup table + last-axis plane gather": lut_gather(wl),
         "tf.bitwise shifts + uint8 transpose + cast": shifts_transpose(wl),
         "signed 256x8 lookup table + transpose of single values": lut_transpose(wl),
-        "signed 256x8 lookup table + transpose of value pairs (tuned)": wl.preprocess_batch,
+        tuned_name: wl.preprocess_batch,
         "tuned, board as bfloat16": bfloat16_board(wl),
     }
     want = wl.preprocess_batch(parsed)
@@ -198,7 +195,14 @@ def main() -> None:
         np.testing.assert_array_equal(tf.cast(got[0]["board"], tf.float32), want[0]["board"])
         np.testing.assert_array_equal(got[0]["flags"], want[0]["flags"])
         np.testing.assert_allclose(got[1], want[1], rtol=1e-6, err_msg=name)
-    ms = per_batch_ms(formulations, parsed, 10 if args.quick else 50)
+    rounds = 2 if args.quick else 5
+    alone = measure_datasets(
+        alone_on_one_batch(parsed, formulations),
+        repeats=rounds,
+        batches=10 if args.quick else 50,
+        warmup=2,
+        progress=True,
+    )
 
     # 3. Variants of the whole pipeline, side by side, on the 8-shard data when there is
     # one (interleave settings matter only with several files).
@@ -207,8 +211,10 @@ def main() -> None:
 
     def pipe(preprocess: Any = None, parse: Any = None, **opts: Any) -> Any:
         options = cfg.pipeline.model_copy(update=opts)
-        return make_dataset(vfiles, options, training=True, parse=parse or schema.parse_batch,
-                            preprocess=preprocess, records=vrecords)  # fmt: skip
+        parse = parse or schema.parse_batch
+        return make_dataset(
+            vfiles, options, training=True, parse=parse, preprocess=preprocess, records=vrecords
+        )
 
     tuned = wl.preprocess_batch
     variants = {
@@ -229,64 +235,93 @@ def main() -> None:
         ),
     }
     vrepeats = repeats if args.quick or args.repeats else 7
-    measured = measure_datasets(variants, repeats=vrepeats, batches=batches, warmup=warmup,
-                                progress=True)  # fmt: skip
+    measured = measure_datasets(
+        variants, repeats=vrepeats, batches=batches, warmup=warmup, progress=True
+    )
 
     # ---- the markdown section -------------------------------------------------------------
-    out = []
-    out.append("## Seed E: the chess input pipeline (bench_chess_pipeline.py)\n")
+    out = ["## The chess input pipeline (bench_chess_pipeline.py)\n"]
     quick = " --quick" if args.quick else ""
-    out.append(f"Command: `python benchmarks/bench_chess_pipeline.py{quick}` ({where}). "
-               f"Data: {records:,} generated chess records in {len(files)} "
-               f"shard(s), {report.tuned.record_bytes:.0f} serialized bytes per record; "
-               f"batch {cfg.pipeline.batch_size}, shuffle buffer {cfg.pipeline.shuffle_buffer}. "
-               f"Each pipeline: {repeats} runs of {batches} batches after {warmup} warm-up "
-               f"batches, runs interleaved; examples/s as median [min-max].\n")  # fmt: skip
+    out.append(
+        f"Command: `python benchmarks/bench_chess_pipeline.py{quick}` ({where}). "
+        f"Data: {records:,} generated chess records in {len(files)} "
+        f"shard(s), {report.tuned.record_bytes:.0f} serialized bytes per record; "
+        f"batch {cfg.pipeline.batch_size}, shuffle buffer {cfg.pipeline.shuffle_buffer}. "
+        f"Each pipeline: {repeats} runs of {batches} batches after {warmup} warm-up "
+        "batches, pulled in a compiled loop as a train step pulls them, runs interleaved; "
+        "examples/s as median [min-max]; ratios are medians of the per-run pairs "
+        "[min-max].\n"
+    )
     rows_ = []
     for m in [*report.stages, report.original]:
         label = "+prefetch = tuned pipeline" if m is report.tuned else m.name
         if m is report.original:
             label = "original (the question's pipeline)"
-        of_read = m.examples_per_s.median / report.stages[0].examples_per_s.median
-        rows_.append((label, spread(m.examples_per_s), f"{m.mb_per_s.median:.1f}",
-                      f"{m.cpu_us_per_example.median:.2f}", f"{of_read:.0%}"))  # fmt: skip
-    out.append(table(["pipeline (stage prefix)", "examples/s", "MB/s", "CPU us/example",
-                      "of read-only"], rows_))  # fmt: skip
-    ok1 = "meets" if vs_orig >= TARGET_VS_ORIGINAL else "MISSES"
-    ok2 = "meets" if vs_read >= TARGET_VS_READ else "MISSES"
-    out.append(f"\n**tuned / original = {vs_orig:.1f}x** ({ok1} the >= {TARGET_VS_ORIGINAL:.0f}x "
-               f"target); **tuned / read-only bound = {vs_read:.0%}** ({ok2} the >= "
-               f"{TARGET_VS_READ:.0%} target).\n")  # fmt: skip
+        of_read = paired(compare(read, m), pct=True)
+        mb = f"{m.mb_per_s.median:.1f}"
+        cpu = f"{m.cpu_us_per_example.median:.2f}"
+        rows_.append((label, spread(m.examples_per_s), mb, cpu, of_read))
+    headers = ["pipeline (stage prefix)", "examples/s", "MB/s", "CPU us/example", "of read-only"]
+    out.append(table(headers, rows_))
+    ok1 = "meets" if vs_orig.ratio >= TARGET_VS_ORIGINAL else "MISSES"
+    ok2 = "meets" if vs_read.ratio >= TARGET_VS_READ else "MISSES"
+    out.append(
+        f"\n**tuned / original = {paired(vs_orig)}** ({ok1} the >= "
+        f"{TARGET_VS_ORIGINAL:.0f}x target); **tuned / read-only bound = "
+        f"{paired(vs_read, pct=True)}** ({ok2} the >= {TARGET_VS_READ:.0%} target).\n"
+    )
     cpu_t = report.tuned.cpu_us_per_example.median
     cpu_o = report.original.cpu_us_per_example.median
-    cpu_r = report.stages[0].cpu_us_per_example.median
-    out.append(f"In CPU time per example (steadier under load): tuned {cpu_t:.2f} us, original "
-               f"{cpu_o:.2f} us ({cpu_o / cpu_t:.1f}x the tuned), read-only {cpu_r:.2f} us "
-               f"(the tuned pipeline's cost is {cpu_r / cpu_t:.0%} reading).\n")  # fmt: skip
+    cpu_r = read.cpu_us_per_example.median
+    out.append(
+        f"In CPU time per example (steadier under load): tuned {cpu_t:.2f} us, original "
+        f"{cpu_o:.2f} us ({cpu_o / cpu_t:.1f}x the tuned), read-only {cpu_r:.2f} us "
+        f"(the tuned pipeline's cost is {cpu_r / cpu_t:.0%} reading).\n"
+    )
     if sharded is not None:
         n8 = len(open_source(cfg8).files("train"))
-        read8 = sharded.stages[0].examples_per_s.median
-        out.append(f"The same {records:,} records in {n8} shards (parallel reads): read-only "
-                   f"{rate(read8)} examples/s, tuned {rate(sharded.tuned.examples_per_s.median)}"
-                   f": **{sharded.tuned_over_read:.0%} of the read-only bound**.\n")  # fmt: skip
-    base = ms["signed 256x8 lookup table + transpose of value pairs (tuned)"]
-    out.append("Unpacking formulations alone (one parsed batch of "
-               f"{cfg.pipeline.batch_size}, tf.function, best of 5 rounds, "
-               "formulations interleaved):\n")  # fmt: skip
-    out.append(table(["formulation", "ms / batch", "examples/s", "vs tuned"],
-                     [(k, f"{v:.2f}", rate(cfg.pipeline.batch_size / v * 1e3),
-                       f"{v / base:.2f}x time") for k, v in ms.items()]))  # fmt: skip
+        read8 = sharded.stages[0]
+        of8 = paired(compare(read8, sharded.tuned), pct=True)
+        out.append(
+            f"The same {records:,} records in {n8} shards (parallel reads): read-only "
+            f"{rate(read8.examples_per_s.median)} examples/s, tuned "
+            f"{rate(sharded.tuned.examples_per_s.median)}: **{of8} of the read-only "
+            "bound**.\n"
+        )
+    base = alone[tuned_name]
+    out.append(
+        "Unpacking formulations alone (one parsed batch of "
+        f"{cfg.pipeline.batch_size} from memory, mapped one call at a time; median [min-max] "
+        f"of {rounds} interleaved runs):\n"
+    )
+    ms_rows = []
+    for k, m in alone.items():
+        ms = m.batches_per_s
+        span = f"{1e3 / ms.median:.2f} [{1e3 / ms.max:.2f}-{1e3 / ms.min:.2f}]"
+        # base's rate over this one's: this formulation's time per batch over the tuned's
+        ms_rows.append((k, span, spread(m.examples_per_s), paired(compare(m, base)) + " time"))
+    out.append(table(["formulation", "ms / batch", "examples/s", "vs tuned"], ms_rows))
     ref = measured["tuned (defaults)"]
-    ref_ex, ref_cpu = ref.examples_per_s.median, ref.cpu_us_per_example.median
-    out.append(f"\nWhole-pipeline variants on the {len(vfiles)}-shard data, one change each from "
-               f"the tuned defaults, measured side by side ({vrepeats} interleaved runs). CPU "
-               "us/example is the process's CPU time (all threads) per example: steadier than "
-               "wall time when other jobs share the machine; lower is better.\n")  # fmt: skip
-    out.append(table(["variant", "examples/s", "vs tuned", "CPU us/example", "vs tuned"],
-                     [(k, spread(m.examples_per_s), f"{m.examples_per_s.median / ref_ex:.2f}",
-                       f"{m.cpu_us_per_example.median:.2f}",
-                       f"{m.cpu_us_per_example.median / ref_cpu:.2f}")
-                      for k, m in measured.items()]))  # fmt: skip
+    ref_cpu = ref.cpu_us_per_example.median
+    out.append(
+        f"\nWhole-pipeline variants on the {len(vfiles)}-shard data, one change each from "
+        f"the tuned defaults, measured side by side ({vrepeats} interleaved runs; 'vs tuned' "
+        "examples/s is the median of the per-run pairs [min-max]). CPU us/example is the "
+        "process's CPU time (all threads) per example: steadier than wall time when other "
+        "jobs share the machine; lower is better (its 'vs tuned' is a ratio of medians).\n"
+    )
+    variant_rows = [
+        (
+            k,
+            spread(m.examples_per_s),
+            paired(compare(ref, m)),
+            f"{m.cpu_us_per_example.median:.2f}",
+            f"{m.cpu_us_per_example.median / ref_cpu:.2f}",
+        )
+        for k, m in measured.items()
+    ]
+    headers = ["variant", "examples/s", "vs tuned", "CPU us/example", "vs tuned"]
+    out.append(table(headers, variant_rows))
     print("\n".join(out))
 
 

@@ -1,25 +1,30 @@
-"""Seed D on this machine: the same model (Dense(1024, relu) -> logit, Adam(1e-2), batch
+"""Feeding on this machine: the same model (Dense(1024, relu) -> logit, Adam(1e-2), batch
 128 x 1024 features) fed numpy batches from Python every step (feed_dict's way) against
 `tfperf train` (shards read in the graph, prefetched, many steps per compiled call), in
-float32 and with `precision: auto`. Prints one markdown section for BENCHMARKS.md.
+float32 and with `precision: auto`, interleaved (tfperf.measure.side_by_side) and compared
+run by run (compare). Prints one markdown section for BENCHMARKS.md.
 
     python benchmarks/bench_train_feeding.py [--quick]
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
-from common import DATA_ROOT, machine, parse_args, rate, table
+from common import DATA_ROOT, announce, machine, paired, parse_args, run_at, spread, table
 
-TARGET = 1.57  # the seed's queue-over-feed_dict speed-up; tfperf should at least match it
+from tfperf.measure import Probe, Run, compare, side_by_side
+
+# The TF1 tutorial's queue-over-feed_dict speed-up; tfperf should at least match it.
+TARGET = 1.57
+BATCH = 128
 
 
-def numpy_feeding(steps: int, batch: int = 128, features: int = 1024) -> float:
-    """examples/s: a numpy batch made in Python and handed to a one-step tf.function."""
+def numpy_feeding(steps: int, batch: int = BATCH, features: int = 1024) -> Run:
+    """A numpy batch made in Python and handed to a one-step tf.function, `steps` times."""
     import keras
     import tensorflow as tf
 
@@ -48,59 +53,87 @@ def numpy_feeding(steps: int, batch: int = 128, features: int = 1024) -> float:
 
     for _ in range(10):  # trace and warm up
         feed()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         loss = feed()
     float(loss)  # wait for the last step
-    return steps * batch / (time.perf_counter() - t0)
+    return Run(time.perf_counter() - t0, steps, steps * batch, time.process_time() - c0)
 
 
-def tfperf_train(steps: int, precision: str) -> tuple[float, object]:
+def tfperf_train(steps: int, precision: str) -> Any:
+    """A whole `tfperf train` run; its result's examples/s leaves out the compiling call."""
     from tfperf.config import load_config
     from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import train
 
     out = tempfile.mkdtemp(prefix="bench_feed_")
-    cfg = load_config(None, ["workload=regression", f"data.dir={DATA_ROOT / 'regression'}",
-                             "data.examples=20000", "data.eval_examples=100",
-                             "pipeline.batch_size=128", "model.learning_rate=0.01",
-                             f"train.out_dir={out}", f"train.max_steps={steps}",
-                             f"train.precision={precision}", "train.monitor_system=false",
-                             "train.checkpoint.every_steps=1000000"])  # fmt: skip
+    overrides = [
+        "workload=regression",
+        f"data.dir={DATA_ROOT / 'regression'}",
+        "data.examples=20000",
+        "data.eval_examples=100",
+        f"pipeline.batch_size={BATCH}",
+        "model.learning_rate=0.01",
+        f"train.out_dir={out}",
+        f"train.max_steps={steps}",
+        f"train.precision={precision}",
+        "train.monitor_system=false",
+        "train.checkpoint.every_steps=1000000",
+    ]
+    cfg = load_config(None, overrides)
     ensure_workload_data(cfg, progress=False)
-    result = train(cfg, progress=False)
-    return result.examples_per_sec, result
+    return train(cfg, progress=False)
 
 
 def main() -> None:
     args = parse_args(__doc__)
     steps = args.batches or (300 if args.quick else 1500)
     repeats = args.repeats or (1 if args.quick else 3)
-    feed, f32, auto = [], [], []
-    last_auto = None
-    for _ in range(repeats):  # interleaved: A B C A B C ...
-        feed.append(numpy_feeding(steps))
-        f32.append(tfperf_train(steps, "float32")[0])
-        rate_auto, last_auto = tfperf_train(steps, "auto")
-        auto.append(rate_auto)
-    med = statistics.median
+    last_auto: list[Any] = []  # the last `precision: auto` run's TrainResult
+
+    def train_run(precision: str) -> Run:
+        result = tfperf_train(steps, precision)
+        if precision == "auto":
+            last_auto[:] = [result]
+        return run_at(result.examples_per_sec, steps, BATCH)
+
+    probes = [
+        Probe("feed", lambda: numpy_feeding(steps)),
+        Probe("f32", lambda: train_run("float32")),
+        Probe("auto", lambda: train_run("auto")),
+    ]
+    res = side_by_side(probes, repeats=repeats, on_run=announce(repeats))
+    auto = last_auto[0]
+    vs_f32, vs_auto = compare(res["feed"], res["f32"]), compare(res["feed"], res["auto"])
     rows = [
-        ["numpy batches fed from Python each step (seed D's feed_dict)", rate(med(feed)), "1.00x"],
-        ["tfperf train, float32", rate(med(f32)), f"{med(f32) / med(feed):.2f}x"],
-        [f"tfperf train, precision auto -> {last_auto.precision}", rate(med(auto)),
-         f"{med(auto) / med(feed):.2f}x"],
-    ]  # fmt: skip
-    print("## Training: seed D's numpy feeding vs tfperf train\n")
-    print(f"{machine()}. Regression workload (batch 128 x 1024 float features, "
-          f"Dense(1024, relu) -> logit, Adam(1e-2)); {steps} timed steps per run, median of "
-          f"{repeats} interleaved runs; tfperf's compiling first call is not timed.\n")  # fmt: skip
-    print(table(["variant", "examples/s", "vs feeding"], rows))
-    best = max(med(f32), med(auto)) / med(feed)
+        [
+            "numpy batches fed from Python each step (feed_dict's way)",
+            spread(res["feed"].examples_per_s),
+            "1.00x",
+        ],
+        ["tfperf train, float32", spread(res["f32"].examples_per_s), paired(vs_f32)],
+        [
+            f"tfperf train, precision auto -> {auto.precision}",
+            spread(res["auto"].examples_per_s),
+            paired(vs_auto),
+        ],
+    ]
+    print("## Training: numpy feeding vs tfperf train\n")
+    print(
+        f"{machine()}. Regression workload (batch {BATCH} x 1024 float features, "
+        f"Dense(1024, relu) -> logit, Adam(1e-2)); {steps} timed steps per run, median "
+        f"[min-max] of {repeats} interleaved runs, ratios paired run by run; tfperf's "
+        "compiling first call is not timed.\n"
+    )
+    print(table(["variant", "examples/s", "vs feeding (paired)"], rows))
+    best = max(vs_f32.ratio, vs_auto.ratio)
     verdict = "meets" if best >= TARGET else "misses"
-    print(f"\ntfperf {verdict} the seed's {TARGET}x (best {best:.2f}x). "
-          f"precision auto measured: {last_auto.precision_detail.split('(measured: ')[-1]}"
-          f"\ninput-bound fraction in tfperf (auto): {last_auto.input_bound_fraction:.1%}, "
-          f"steps per call: {last_auto.steps_per_loop}.")  # fmt: skip
+    print(
+        f"\ntfperf {verdict} the TF1 tutorial's queue-over-feed_dict {TARGET}x (best "
+        f"{best:.2f}x). precision auto measured: "
+        f"{auto.precision_detail.split('(measured: ')[-1]}\ninput-bound fraction in tfperf "
+        f"(auto): {auto.input_bound_fraction:.1%}, steps per call: {auto.steps_per_loop}."
+    )
 
 
 if __name__ == "__main__":

@@ -1,32 +1,47 @@
 """tfperf's loop against Keras' model.fit on the same model and the same tf.data pipeline
 (regression workload, float32, one device): fit with its default one step per call and
 with steps_per_execution equal to tfperf's steps per call. tfperf must not be slower (it
-adds input-wait timing, tf.data model snapshots and hooks). Prints one markdown section.
+adds input-wait timing, tf.data model snapshots and hooks). The three run interleaved
+(tfperf.measure.side_by_side) and are compared run by run (compare). Prints one markdown
+section.
 
     python benchmarks/bench_train_vs_fit.py [--quick]
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 
-from common import DATA_ROOT, machine, parse_args, rate, table
+from common import DATA_ROOT, announce, machine, paired, parse_args, run_at, spread, table
+
+from tfperf.measure import Probe, Run, compare, side_by_side
+
+BATCH = 128
 
 
 def _cfg(steps: int, out: str):
     from tfperf.config import load_config
 
-    return load_config(None, ["workload=regression", f"data.dir={DATA_ROOT / 'regression'}",
-                              "data.examples=20000", "data.eval_examples=100",
-                              "pipeline.batch_size=128", "model.learning_rate=0.01",
-                              f"train.out_dir={out}", f"train.max_steps={steps}",
-                              "train.precision=float32", "train.monitor_system=false",
-                              "train.checkpoint.every_steps=1000000"])  # fmt: skip
+    overrides = [
+        "workload=regression",
+        f"data.dir={DATA_ROOT / 'regression'}",
+        "data.examples=20000",
+        "data.eval_examples=100",
+        f"pipeline.batch_size={BATCH}",
+        "model.learning_rate=0.01",
+        f"train.out_dir={out}",
+        f"train.max_steps={steps}",
+        "train.precision=float32",
+        "train.monitor_system=false",
+        "train.checkpoint.every_steps=1000000",
+    ]
+    return load_config(None, overrides)
 
 
-def keras_fit(steps: int, steps_per_execution: int) -> float:
+def keras_fit(steps: int, steps_per_execution: int) -> Run:
+    """A whole model.fit call of `steps` steps, after a warm-up fit (fit's own loop and
+    callbacks count, as they do for its users)."""
     import keras
 
     from tfperf.inputs.datasets import make_input_dataset
@@ -37,53 +52,79 @@ def keras_fit(steps: int, steps_per_execution: int) -> float:
     cfg = _cfg(steps, tempfile.mkdtemp())
     wl = get_workload("regression")
     model = wl.build_model()
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=wl.loss,
-                  steps_per_execution=steps_per_execution, jit_compile=False)  # fmt: skip
+    optimizer = keras.optimizers.Adam(1e-2)
+    model.compile(
+        optimizer=optimizer,
+        loss=wl.loss,
+        steps_per_execution=steps_per_execution,
+        jit_compile=False,
+    )
     ds = make_input_dataset(cfg, training=True)
     warm = 2 * steps_per_execution
     model.fit(ds, epochs=1, steps_per_epoch=warm, verbose=0)  # trace and warm up
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0)
-    return steps * 128 / (time.perf_counter() - t0)
+    return Run(time.perf_counter() - t0, steps, steps * BATCH, time.process_time() - c0)
 
 
-def tfperf_loop(steps: int) -> tuple[float, int]:
+def tfperf_loop(steps: int) -> tuple[Run, int]:
+    """A whole `tfperf train` run (its examples/s leaves out the compiling call) and the
+    steps per call it chose."""
     from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import train
 
     cfg = _cfg(steps, tempfile.mkdtemp(prefix="bench_fit_"))
     ensure_workload_data(cfg, progress=False)
     result = train(cfg, progress=False)
-    return result.examples_per_sec, result.steps_per_loop
+    return run_at(result.examples_per_sec, steps, BATCH), result.steps_per_loop
 
 
 def main() -> None:
     args = parse_args(__doc__)
     steps = args.batches or (300 if args.quick else 1500)
     repeats = args.repeats or (1 if args.quick else 3)
-    ours, fit1, fitn, spl = [], [], [], 1
-    for _ in range(repeats):  # interleaved
-        r, spl = tfperf_loop(steps)
-        ours.append(r)
-        fit1.append(keras_fit(steps, 1))
-        fitn.append(keras_fit(steps, spl))
-    med = statistics.median
+    spl = [1]  # tfperf's steps per call, from its run just before fit's in each round
+
+    def ours() -> Run:
+        run, spl[0] = tfperf_loop(steps)
+        return run
+
+    probes = [
+        Probe("ours", ours),
+        Probe("fit1", lambda: keras_fit(steps, 1)),
+        Probe("fitn", lambda: keras_fit(steps, spl[0])),
+    ]
+    res = side_by_side(probes, repeats=repeats, on_run=announce(repeats))
+    vs = {k: compare(res[k], res["ours"]) for k in ("fit1", "fitn")}
     rows = [
-        ["tfperf train (auto steps per call)", rate(med(ours)), "1.00x"],
-        ["model.fit, steps_per_execution=1 (default)", rate(med(fit1)),
-         f"{med(ours) / med(fit1):.2f}x"],
-        [f"model.fit, steps_per_execution={spl}", rate(med(fitn)),
-         f"{med(ours) / med(fitn):.2f}x"],
-    ]  # fmt: skip
+        ["tfperf train (auto steps per call)", spread(res["ours"].examples_per_s), "1.00x"],
+        [
+            "model.fit, steps_per_execution=1 (default)",
+            spread(res["fit1"].examples_per_s),
+            paired(vs["fit1"]),
+        ],
+        [
+            f"model.fit, steps_per_execution={spl[0]}",
+            spread(res["fitn"].examples_per_s),
+            paired(vs["fitn"]),
+        ],
+    ]
     print("## Training: tfperf's loop vs model.fit\n")
-    print(f"{machine()}. Regression workload, float32, batch 128, the same tuned tf.data "
-          f"pipeline for both; {steps} timed steps per run after a warm-up, median of "
-          f"{repeats} interleaved runs.\n")  # fmt: skip
-    print(table(["variant", "examples/s", "tfperf / this"], rows))
-    worst = med(ours) / max(med(fit1), med(fitn))
     print(
-        f"\ntfperf vs the faster fit: {worst:.2f}x "
-        f"({'not slower' if worst >= 0.97 else 'slower'}; within 3% counts as equal)."
+        f"{machine()}. Regression workload, float32, batch {BATCH}, the same tuned tf.data "
+        f"pipeline for both; {steps} timed steps per run after a warm-up, median [min-max] "
+        f"of {repeats} interleaved runs; 'tfperf / this' is the median [min-max] of the "
+        "per-run pairs.\n"
+    )
+    print(table(["variant", "examples/s", "tfperf / this"], rows))
+    # Against the faster fit; compare() calls it slower only when every pair is and the
+    # median is more than 3% below.
+    faster = max(vs, key=lambda k: res[k].examples_per_s.median)
+    worst = vs[faster]
+    print(
+        f"\ntfperf vs the faster fit: {paired(worst)} "
+        f"({'slower' if worst.verdict == 'slower' else 'not slower'}; within 3% counts as "
+        "equal)."
     )
 
 

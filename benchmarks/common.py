@@ -1,6 +1,9 @@
 """What the benchmark scripts share: their command-line options, a note on the machine,
-and markdown helpers. Each benchmarks/bench_*.py prints one markdown section on stdout
-(progress goes to stderr); run_all.py pastes the sections into BENCHMARKS.md."""
+markdown helpers, and the few timings `tfperf.measure` cannot make itself (a whole
+`tfperf train` run, Keras' model.fit) turned into its `Run`s, so that spreads and paired
+ratios come from `Measurement` and `compare()` everywhere. Each benchmarks/bench_*.py
+prints one markdown section on stdout (progress goes to stderr); run_all.py pastes the
+sections into BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -8,9 +11,14 @@ import argparse
 import os
 import platform
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from tfperf.measure import Comparison, Run, Stat
+
+# TensorFlow's C++ logs quiet; the scripts import TensorFlow only later, on first use.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,13 +29,27 @@ DATA_ROOT = REPO / "runs" / "bench"
 def parse_args(doc: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options every benchmark script accepts."""
     p = argparse.ArgumentParser(description=doc)
-    p.add_argument("--quick", action="store_true",
-                   help="few batches and repeats: the script runs, numbers are rough")  # fmt: skip
-    p.add_argument("--data", default=None,
-                   help="data directory (manifest.json) to use, not generated data")  # fmt: skip
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="few batches and repeats: the script runs, numbers are rough",
+    )
+    p.add_argument(
+        "--data", default=None, help="data directory (manifest.json) to use, not generated data"
+    )
     p.add_argument("--repeats", type=int, default=None, help="override the repeats")
     p.add_argument("--batches", type=int, default=None, help="override batches per run")
     return p.parse_args(argv)
+
+
+def say(msg: str) -> None:
+    """Progress on stderr (stdout is the markdown section)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def announce(repeats: int) -> Callable[[str, int], None]:
+    """A `side_by_side` on_run callback: one line on stderr per finished run."""
+    return lambda name, r: say(f"repeat {r + 1}/{repeats}: {name} done")
 
 
 def machine() -> str:
@@ -43,8 +65,10 @@ def machine() -> str:
     except OSError:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"TensorFlow {tf.__version__}, Python {sys.version.split()[0]}, "
-            f"{os.cpu_count()} CPU cores ({cpu}), load average {load:.1f} at start")  # fmt: skip
+    return (
+        f"TensorFlow {tf.__version__}, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPU cores ({cpu}), load average {load:.1f} at start"
+    )
 
 
 def rate(x: float) -> str:
@@ -60,6 +84,65 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def spread(stat) -> str:  # noqa: ANN001 - a tfperf.bench.Stat
-    """median [min-max] of a tfperf.bench.Stat."""
-    return f"{rate(stat.median)} [{rate(stat.min)}-{rate(stat.max)}]"
+def spread(stat: Stat, fmt: Any = rate) -> str:
+    """median [min-max] of a tfperf.measure.Stat."""
+    return f"{fmt(stat.median)} [{fmt(stat.min)}-{fmt(stat.max)}]"
+
+
+def paired(c: Comparison, pct: bool = False) -> str:
+    """A comparison's median of paired ratios with their range: 1.23x [1.10-1.31], or as a
+    percentage (a fraction of a limit): 71% [68%-74%]."""
+    if pct:
+        return f"{c.ratio:.0%} [{c.low:.0%}-{c.high:.0%}]"
+    return f"{c.ratio:.2f}x [{c.low:.2f}-{c.high:.2f}]"
+
+
+def run_at(
+    examples_per_s: float,
+    steps: int,
+    batch: int,
+    cpu_us_per_example: float = 0.0,
+    input_bound_fraction: float = 0.0,
+) -> Run:
+    """A `Run` of `steps` batches at a rate some other part measured (tfperf train's
+    result, the train loop's compute limit): its seconds follow from the rate."""
+    examples = steps * batch
+    seconds = examples / examples_per_s if examples_per_s > 0 else 0.0
+    return Run(
+        seconds,
+        steps,
+        examples,
+        cpu_us_per_example * examples / 1e6,
+        input_bound_fraction * seconds,
+    )
+
+
+Mark = tuple[int, float, float, float]  # (step, wall clock, process CPU time, input wait so far)
+
+
+def window(marks: Sequence[Mark], batch: int, start: int, end: int | None = None) -> Run:
+    """The `Run` between the first mark at or after step `start` (never the first mark: it
+    ends the compiling call) and the last mark at or before `end`."""
+    first = next(i for i, m in enumerate(marks) if m[0] >= start and i >= 1)
+    last = max(i for i, m in enumerate(marks) if end is None or m[0] <= end)
+    first = min(first, last - 1)  # a short run (--batches): at least one call's window
+    (s0, t0, c0, w0), (s1, t1, c1, w1) = marks[first], marks[last]
+    return Run(t1 - t0, s1 - s0, (s1 - s0) * batch, c1 - c0, w1 - w0)
+
+
+def train_clock() -> Any:
+    """A tfperf train hook noting a `Mark` after every loop call (in `.marks`), for
+    `window`: end-to-end rates are wall-clock between loop calls, so the loop's own work
+    between calls counts."""
+    from tfperf.hooks import Hook
+
+    class Clock(Hook):
+        def __init__(self) -> None:
+            self.marks: list[Mark] = []
+            self.wait = 0.0
+
+        def on_loop_end(self, run: Any, step: int, logs: dict[str, float]) -> None:
+            self.wait += logs["input/wait_ms"] * logs["steps"] / 1e3
+            self.marks.append((step, time.perf_counter(), time.process_time(), self.wait))
+
+    return Clock()

@@ -31,8 +31,10 @@ def scripts(names: list[str]) -> list[Path]:
     chosen = [p for p in found if p.stem.removeprefix("bench_") in wanted]
     missing = wanted - {p.stem.removeprefix("bench_") for p in chosen}
     if missing:
-        sys.exit(f"no benchmarks/bench_<name>.py for: {', '.join(sorted(missing))}; "
-                 f"found {[p.stem for p in found]}")  # fmt: skip
+        sys.exit(
+            f"no benchmarks/bench_<name>.py for: {', '.join(sorted(missing))}; "
+            f"found {[p.stem for p in found]}"
+        )
     return chosen
 
 
@@ -63,8 +65,10 @@ def main() -> int:
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
         took = time.perf_counter() - start
         if proc.returncode != 0 or not proc.stdout.strip():
-            print(f"!! {script.name} failed (exit {proc.returncode}); its section is unchanged",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"!! {script.name} failed (exit {proc.returncode}); its section is unchanged",
+                file=sys.stderr,
+            )
             failed.append(script.name)
             continue
         print(f"   done in {took:.0f} s", file=sys.stderr)
