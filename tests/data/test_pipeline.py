@@ -336,13 +336,13 @@ def test_cache_preprocessed_in_training_replays_the_first_epoch(tmp_path):
 
 
 def test_cache_bytes_and_the_ram_warning():
-    from tfperf.data.pipeline import _warn_if_cache_exceeds_ram, cache_bytes
+    from tfperf.data.pipeline_sizes import cache_bytes, warn_if_cache_exceeds_ram
 
     spec = ({"b": tf.TensorSpec([8, 4], tf.float32)}, tf.TensorSpec([8, 1], tf.uint8))
     assert cache_bytes(spec, 10) == 10 * (8 * 4 * 4 + 8)
     assert cache_bytes(tf.TensorSpec([None, 4], tf.float32), 10) is None
     with pytest.warns(UserWarning, match=r"cache_preprocessed: .* GiB of RAM"):
-        _warn_if_cache_exceeds_ram(spec, 1e15)  # ~10^17 bytes: more than any machine
+        warn_if_cache_exceeds_ram(spec, 1e15)  # ~10^17 bytes: more than any machine
 
 
 @pytest.mark.parametrize(

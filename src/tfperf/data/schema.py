@@ -154,6 +154,8 @@ class Schema(BaseModel):
     # ---- encoding --------------------------------------------------------------------
     def encode(self, row: Mapping[str, Any], index: int | None = None) -> bytes:
         """Validates one row and serialises it as a tf.train.Example."""
+        # TensorFlow is imported on first use so that `import tfperf` and `tfperf --help`
+        # stay fast (the schema is part of the light public API).
         from tensorflow.core.example import example_pb2, feature_pb2
 
         clean = self.validate_row(row, index)
