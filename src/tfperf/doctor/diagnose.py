@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import psutil
+
 from tfperf.doctor import lint, rules
 from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.rewrites import set_deterministic, to_float32
 from tfperf.doctor.target import build_target, compute_probe, dataset_probe, train_probe
+from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
+from tfperf.train.precision import supported_policies
 
 Tick = Callable[[str], None]  # called with a probe's name after each timed repeat
 
@@ -69,8 +73,6 @@ def mean_bytes(ds: Any, n: int = 4) -> int:
 
 def ram_budget_bytes(cfg: Any) -> int:
     """The RAM a buffer or cache may use: the run file's budget, at most half the free RAM."""
-    import psutil
-
     return int(min(cfg.pipeline.shuffle_ram_mb * 2**20, psutil.virtual_memory().available / 2))
 
 
@@ -159,8 +161,6 @@ def _what_if_probes(
 
     # Compute-side what-ifs only matter when the input is not the clear limit.
     if compute_variants and "precision" in d.what_ifs and verdict != "highly input-bound":
-        from tfperf.train.precision import supported_policies
-
         for policy in supported_policies():
             if policy != precision:
                 name = f"precision={policy}"
@@ -189,8 +189,6 @@ def _compute_at(name: str, cfg: Any, ds: Any, batch: int, precision: str | None 
 
 def _training_at(name: str, cfg: Any, batch: int) -> Probe:
     """Training with the run file's pipeline and model at another batch size."""
-    from tfperf.inputs.datasets import make_input_dataset
-
     big = cfg.model_copy(deep=True)
     big.pipeline.batch_size = batch
     ds = repeat_if_finite(make_input_dataset(big, training=True))
@@ -214,8 +212,6 @@ def diagnose(
     `dataset` replaces the run file's pipeline (the doctor works on any tf.data.Dataset);
     `tick(label)` is called after each timed repeat (progress).
     """
-    from tfperf.inputs.datasets import make_input_dataset
-
     tick = tick or _no_tick
     d = cfg.doctor
     ds = dataset if dataset is not None else make_input_dataset(cfg, training=True)
@@ -264,7 +260,6 @@ def diagnose(
         if st.kind == "shuffle" and st.index > 0
     }
     evidence = rules.Evidence(
-        cfg=cfg,
         graph=graph,
         pipeline=pipeline.examples_per_s.median,
         compute=compute.examples_per_s.median,

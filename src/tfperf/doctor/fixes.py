@@ -33,6 +33,7 @@ from tfperf.doctor.runfile import (
     run_file_candidates,
 )
 from tfperf.doctor.target import build_target, train_probe
+from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import (
     Comparison,
     Measurement,
@@ -112,14 +113,35 @@ def _pair(
     return a, b, compare(a, b, min_gain=MIN_GAIN)
 
 
-def _judged(name: str, change: str, m: Measurement, c: Comparison) -> FixTrial:
+class _Skipped(Exception):
+    """A candidate that is not tried: not applicable, or it changes the examples."""
+
+
+def _trial(
+    name: str,
+    change: str,
+    build: Callable[[], tuple[Any, Probe, Probe]],
+    d: Any,
+    tick: Tick,
+    trials: list[FixTrial],
+) -> Any:
+    """One trial, recorded in `trials`: `build()` gives the candidate and the probes of the
+    current pipeline and of the candidate, which run side by side. Returns the candidate
+    when it is faster, else None (a candidate that fails is reported, not kept)."""
+    try:
+        cand, current, candidate = build()
+        _, m, c = _pair(current, candidate, d, tick)
+    except _Skipped as why:
+        trials.append(FixTrial(name, change, None, False, str(why)))
+        return None
+    except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
+        first = (str(exc).splitlines() or [""])[0]
+        trials.append(FixTrial(name, change, None, False, f"{type(exc).__name__}: {first[:160]}"))
+        return None
     reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
-    return FixTrial(name, change, m.examples_per_s.median, c.faster, reason, c.ratio, c.low, c.high)
-
-
-def _failed(name: str, change: str, exc: Exception) -> FixTrial:
-    first = (str(exc).splitlines() or [""])[0]
-    return FixTrial(name, change, None, False, f"{type(exc).__name__}: {first[:160]}")
+    median = m.examples_per_s.median
+    trials.append(FixTrial(name, change, median, c.faster, reason, c.ratio, c.low, c.high))
+    return cand if c.faster else None
 
 
 @dataclass
@@ -170,23 +192,11 @@ def fix_pipeline(cfg: Any, diag: Diagnosis, *, out: Path, tick: Tick | None = No
 
 
 def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Tick) -> FixResult:
-    from tfperf.inputs.datasets import make_input_dataset
-
     def probe(c: Any, name: str) -> Probe:
         return _training(name, c, make_input_dataset(c, training=True), c.pipeline.batch_size)
 
-    best_cfg, trials, kept = cfg, [], {}
-    for name, changes in run_file_candidates(cfg, diag):
-        try:
-            cand = apply_changes(best_cfg, changes)
-            _, m, c = _pair(probe(best_cfg, "best so far"), probe(cand, name), cfg.doctor, tick)
-        except Exception as exc:  # noqa: BLE001 - a change that fails is reported, not kept
-            trials.append(_failed(name, describe_changes(changes), exc))
-            continue
-        trials.append(_judged(name, describe_changes(changes), m, c))
-        if c.faster:
-            best_cfg = cand
-            kept.update(changes)
+    trials: list[FixTrial] = []
+    best_cfg, kept = _try_changes(run_file_candidates(cfg, diag), cfg, probe, tick, trials)
     optimized = (lambda n: probe(best_cfg, n)) if kept else None
     outcome = _final_check(lambda n: probe(cfg, n), optimized, cfg.doctor, tick, trials)
     if not outcome.keep:
@@ -204,12 +214,34 @@ def _fix_run_file(cfg: Any, diag: Diagnosis, out: Path, tick: Tick) -> FixResult
     )
 
 
+def _try_changes(
+    cands: list[tuple[str, dict[str, Any]]],
+    cfg: Any,
+    probe: Callable[[Any, str], Probe],
+    tick: Tick,
+    trials: list[FixTrial],
+) -> tuple[Any, dict[str, Any]]:
+    """Run-file changes tried in turn on top of those kept, each against the best run file
+    so far (`probe(run file, name)` times training with it): the best and what it changed."""
+    best, kept = cfg, {}
+    for name, changes in cands:
+
+        def build(name: str = name, changes: dict = changes, best: Any = best) -> tuple:
+            cand = apply_changes(best, changes)
+            return cand, probe(best, "best so far"), probe(cand, name)
+
+        better = _trial(name, describe_changes(changes), build, cfg.doctor, tick, trials)
+        if better is not None:
+            best = better
+            kept.update(changes)
+    return best, kept
+
+
 def _yaml_header(trials: list[FixTrial], outcome: _Outcome) -> str:
     lines = [f"# written by `tfperf doctor --fix`: training {_summary(outcome)}"]
     for t in trials:
-        if t.ratio is None:
-            numbers = f"failed: {t.reason}" if t.examples_per_s is None else t.reason
-        else:
+        numbers = t.reason  # not timed: failed or not applicable
+        if t.ratio is not None:
             numbers = f"{t.examples_per_s:,.0f} ex/s, {_ratio(t)} of the best so far"
         lines.append(f"#   {'kept' if t.kept else 'not kept'}: {t.change} ({numbers})")
     return "\n".join(lines) + "\n"
@@ -232,6 +264,7 @@ def dataset_candidates(
     graph: lint.DatasetGraph, ds: Any, diag: Diagnosis
 ) -> list[tuple[str, Rewrite]]:
     """(name, rewrite(current dataset, its graph) -> new dataset or None)."""
+    # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
     import tensorflow as tf
 
     def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
@@ -263,8 +296,6 @@ def dataset_candidates(
 
 
 def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Tick) -> FixResult:
-    from tfperf.inputs.datasets import make_input_dataset
-
     d = cfg.doctor
     ds = make_input_dataset(cfg, training=True)
     graph = lint.read_graph(ds)
@@ -274,40 +305,28 @@ def _fix_dataset(cfg: Any, diag: Diagnosis, out: Path, tick: Tick) -> FixResult:
     checkable = lint.known_cardinality(ds) is not None and not random
     best_ds, trials, changes = ds, [], []
     for name, rewrite in dataset_candidates(graph, ds, diag):
-        try:
-            cand = rewrite(best_ds, lint.read_graph(best_ds))
+
+        def build(name: str = name, rewrite: Rewrite = rewrite, best: Any = best_ds) -> tuple:
+            cand = rewrite(best, lint.read_graph(best))
             if cand is None:
-                trials.append(FixTrial(name, name, None, False, "not applicable"))
-                continue
+                raise _Skipped("not applicable")
             if checkable and not same_examples(ds, cand):
-                trials.append(FixTrial(name, name, None, False, "changes the examples"))
-                continue
-            current = _training("best so far", cfg, best_ds, batch)
-            _, m, c = _pair(current, _training(name, cfg, cand, batch), d, tick)
-        except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
-            trials.append(_failed(name, name, exc))
-            continue
-        trials.append(_judged(name, name, m, c))
-        if c.faster:
-            best_ds = cand
+                raise _Skipped("changes the examples")
+            current = _training("best so far", cfg, best, batch)
+            return cand, current, _training(name, cfg, cand, batch)
+
+        better = _trial(name, name, build, d, tick, trials)
+        if better is not None:
+            best_ds = better
             changes.append(name)
     # Precision is a run-file change that applies to any pipeline (the rewritten one here).
-    kept: dict[str, Any] = {}
-    best_cfg = cfg
-    for name, ch in run_file_candidates(cfg, diag):
-        if not all(k.startswith("train.") for k in ch):
-            continue
-        try:
-            cand_cfg = apply_changes(best_cfg, ch)
-            current = _training("best so far", best_cfg, best_ds, batch)
-            _, m, c = _pair(current, _training(name, cand_cfg, best_ds, batch), d, tick)
-        except Exception as exc:  # noqa: BLE001
-            trials.append(_failed(name, describe_changes(ch), exc))
-            continue
-        trials.append(_judged(name, describe_changes(ch), m, c))
-        if c.faster:
-            best_cfg = cand_cfg
-            kept.update(ch)
+    train_only = [
+        (name, ch)
+        for name, ch in run_file_candidates(cfg, diag)
+        if all(k.startswith("train.") for k in ch)
+    ]
+    on_best = lambda c, n: _training(n, c, best_ds, batch)  # noqa: E731
+    best_cfg, kept = _try_changes(train_only, cfg, on_best, tick, trials)
     optimized = None
     if changes or kept:
         optimized = lambda n: _training(n, best_cfg, best_ds, batch)  # noqa: E731

@@ -193,6 +193,7 @@ class DatasetGraph:
 
 
 def const_value(nodes: dict[str, Any], ref: str) -> Any:
+    # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
     from tensorflow.python.framework import tensor_util
 
     node = nodes.get(ref.split(":")[0].lstrip("^"))

@@ -9,8 +9,8 @@ rules and their wording), hence its length.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 from tfperf.doctor import lint
@@ -65,10 +65,9 @@ def cpu_count() -> int:
 
 @dataclass
 class Evidence:
-    """What the rules read: the graph, the measured rates (examples/s, medians over repeats)
-    and the run file."""
+    """What the rules read: the graph and the measured rates (examples/s, medians over
+    repeats)."""
 
-    cfg: Any
     graph: lint.DatasetGraph
     pipeline: float  # (a) the pipeline alone
     compute: float  # (b) the compute limit
@@ -174,76 +173,59 @@ def _batch_after(graph: lint.DatasetGraph, st: lint.GraphStage) -> bool:
     return any(s.kind in ("batch", "map_batch") for s in graph.stages[st.index + 1 :])
 
 
-def rule_py_function(ctx: Evidence) -> list[Finding]:
-    return [
-        _stage_finding(
-            ctx,
-            st,
-            "py_function",
-            "Python function (py_function/numpy_function) in the pipeline",
-            "compute it once offline and store the result in TFRecords (offline "
-            "preprocessing: `tfperf convert`, the workload's offline_preprocess), or "
-            "rewrite it with TensorFlow ops",
-            REMOVED["py_function"],
-        )
-        for st in ctx.graph.stages
-        if st.has_py_func and not st.is_generator
-    ]
+def _stage_rule(
+    code: str, title: str, change: str, applies: Callable[[Evidence, lint.GraphStage], bool]
+) -> Callable[[Evidence], list[Finding]]:
+    """A rule finding each stage that `applies`, expecting its fix to remove REMOVED[code]
+    of the stage's cost."""
+
+    def rule(ctx: Evidence) -> list[Finding]:
+        return [
+            _stage_finding(ctx, st, code, title, change, REMOVED[code])
+            for st in ctx.graph.stages
+            if applies(ctx, st)
+        ]
+
+    rule.__name__ = f"rule_{code}"
+    return rule
 
 
-def rule_from_generator(ctx: Evidence) -> list[Finding]:
-    return [
-        _stage_finding(
-            ctx,
-            st,
-            "from_generator",
-            "data fed from a Python generator (from_generator)",
-            "write the data to TFRecord shards (`tfperf convert`) or build it in the "
-            "graph (from_tensor_slices / tf ops); every element now takes a Python "
-            "round trip under the GIL",
-            REMOVED["from_generator"],
-        )
-        for st in ctx.graph.stages
-        if st.is_generator
-    ]
-
-
-def rule_per_example_parse(ctx: Evidence) -> list[Finding]:
-    return [
-        _stage_finding(
-            ctx,
-            st,
-            "per_example_parse",
-            "Examples parsed one at a time before batch",
-            "batch first, then parse the whole batch with one tf.io.parse_example "
-            "(run file: pipeline.parse: batched)",
-            REMOVED["per_example_parse"],
-        )
-        for st in ctx.graph.stages
-        if st.has_parse and not st.batched and not st.has_py_func and _batch_after(ctx.graph, st)
-    ]
-
-
-def rule_per_example_map(ctx: Evidence) -> list[Finding]:
-    return [
-        _stage_finding(
-            ctx,
-            st,
-            "per_example_map",
-            "per-example map that could run on batches",
-            "move the map after batch() and write it for a batch (vectorized): the "
-            "per-call overhead (~20 us) is then paid once per batch",
-            REMOVED["per_example_map"],
-        )
-        for st in ctx.graph.stages
-        if st.kind == "map"
+rule_py_function = _stage_rule(
+    "py_function",
+    "Python function (py_function/numpy_function) in the pipeline",
+    "compute it once offline and store the result in TFRecords (offline preprocessing: "
+    "`tfperf convert`, the workload's offline_preprocess), or rewrite it with TensorFlow ops",
+    lambda ctx, st: st.has_py_func and not st.is_generator,
+)
+rule_from_generator = _stage_rule(
+    "from_generator",
+    "data fed from a Python generator (from_generator)",
+    "write the data to TFRecord shards (`tfperf convert`) or build it in the graph "
+    "(from_tensor_slices / tf ops); every element now takes a Python round trip under the GIL",
+    lambda ctx, st: st.is_generator,
+)
+rule_per_example_parse = _stage_rule(
+    "per_example_parse",
+    "Examples parsed one at a time before batch",
+    "batch first, then parse the whole batch with one tf.io.parse_example (run file: "
+    "pipeline.parse: batched)",
+    lambda ctx, st: (
+        st.has_parse and not st.batched and not st.has_py_func and _batch_after(ctx.graph, st)
+    ),
+)
+rule_per_example_map = _stage_rule(
+    "per_example_map",
+    "per-example map that could run on batches",
+    "move the map after batch() and write it for a batch (vectorized): the per-call "
+    "overhead (~20 us) is then paid once per batch",
+    lambda ctx, st: (
+        st.kind == "map"
         and not st.batched
-        and not st.has_parse
-        and not st.has_py_func
-        and not st.is_generator
+        and not (st.has_parse or st.has_py_func or st.is_generator)
         and _batch_after(ctx.graph, st)
         and ctx.share(st.index) >= MIN_STAGE_SHARE
-    ]
+    ),
+)
 
 
 def rule_sequential_map(ctx: Evidence) -> list[Finding]:
