@@ -203,7 +203,7 @@ def test_per_example_reduction_shared_by_train_step_and_evaluator():
     [B, ...] is averaged over its non-batch axes (as the evaluator always did)."""
     import tensorflow as tf
 
-    from tfperf.train.step import per_example
+    from tfperf.train.model import per_example
 
     assert per_example(tf.constant(2.0)).numpy().tolist() == [2.0]
     assert per_example(tf.constant([1, 3], tf.int32)).numpy().tolist() == [1.0, 3.0]

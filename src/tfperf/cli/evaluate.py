@@ -117,9 +117,10 @@ def evaluate(
         if checkpoint:
             raise UserError("--checkpoint: not with --watch (it follows train.out_dir)")
         # The watcher (and TensorFlow with it) is imported on first use: `--help` stays fast.
-        from tfperf.train.watch import watch_and_log
+        from tfperf.train.evaluator import console as log  # lines stay whole in a log file
+        from tfperf.train.watch import watch
 
-        records = watch_and_log(
+        records = watch(
             cfg,
             all_checkpoints=all_,
             poll=poll,
@@ -127,10 +128,12 @@ def evaluate(
             max_batches=max_batches,
             parent_pid=parent_pid,
             progress=not json_out,
-            summary=not json_out,
+            log=True,
         )
         if json_out:
             print_json([r.__dict__ for r in records])
+        else:
+            log.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
     else:
         _once(cfg, all_, checkpoint, max_batches, json_out)
 

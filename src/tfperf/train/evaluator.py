@@ -18,7 +18,7 @@ from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.train.checkpoints_dir import resolve_prefix, run_dirs
-from tfperf.train.step import adapt_features, build_model_and_loss, per_example
+from tfperf.train.model import adapt_features, build_model_and_loss, per_example
 from tfperf.train.warm_start import read_checkpoint_variables
 from tfperf.util.progress import progress_bar
 

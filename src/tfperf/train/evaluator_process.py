@@ -83,10 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # The watcher (and TensorFlow with it) is imported after the GPUs are hidden.
     from tfperf.train.evaluator import console
-    from tfperf.train.watch import watch_and_log
+    from tfperf.train.watch import watch
 
     try:
-        watch_and_log(load_config(args.runfile, args.overrides), parent_pid=args.parent_pid)
+        cfg = load_config(args.runfile, args.overrides)
+        records = watch(cfg, parent_pid=args.parent_pid, log=True)
+        console.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
     except (UserError, FileNotFoundError) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2

@@ -29,6 +29,7 @@ from tfperf.train.checkpoint import (
 )
 from tfperf.train.checkpoints_dir import RunDirs, clear_final, run_dirs
 from tfperf.train.corrupt import CorruptRecordsHook
+from tfperf.train.model import build_model_and_loss, build_model_variables, make_optimizer
 from tfperf.train.precision import (
     PrecisionChoice,
     PrecisionTrial,
@@ -38,12 +39,7 @@ from tfperf.train.precision import (
     wrap_optimizer,
 )
 from tfperf.train.run_hooks import NanCheck, ProgressHook
-from tfperf.train.step import (
-    TrainStep,
-    build_model_and_loss,
-    build_model_variables,
-    make_optimizer,
-)
+from tfperf.train.step import TrainStep
 from tfperf.train.strategy import (
     StrategyInfo,
     checkpointable_iterator,

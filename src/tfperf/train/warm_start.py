@@ -1,4 +1,4 @@
-"""Warm start (seed C: reuse a pretrained model): load the variables of the layers a new
+"""Warm start (reusing a pretrained model): load the variables of the layers a new
 model shares with a source, matched by layer name, and freeze chosen layers.
 
 Sources: a checkpoint written by tfperf's loop (a run dir, its checkpoints/ dir or a

@@ -129,10 +129,14 @@ def watch(
     parent_pid: int | None = None,
     progress: bool = False,
     on_record: Callable[[EvalRecord], None] | None = None,
+    log: bool = False,
 ) -> list[EvalRecord]:
     """Evaluates each new finished checkpoint of the run once until the FINAL checkpoint
     is done (or `timeout` seconds pass, or process `parent_pid` exits); returns the
-    records of this call. Checkpoints already in eval_results.jsonl are not redone."""
+    records of this call. Checkpoints already in eval_results.jsonl are not redone.
+    `log` also says on stderr which folder it watches and each checkpoint's results."""
+    if log:
+        console.print(f"evaluator: watching {run_paths(cfg)[1]} every {poll:g} s")
     w = _Watcher(cfg, max_batches, progress)
     records: list[EvalRecord] = []
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -154,6 +158,8 @@ def watch(
                 break  # the rest of the list is re-planned at the next poll
             records.append(rec)
             progressed = True
+            if log:
+                console.print(record_line(rec))
             if on_record is not None:
                 on_record(rec)
         if final is not None and (w.last_step >= final.step or final.path in w.given_up):
@@ -179,33 +185,3 @@ def record_line(rec: EvalRecord) -> str:
     mark = " [green](best)[/]" if rec.best else ""
     skipped = f" (skipped {rec.skipped})" if rec.skipped else ""
     return f"step {rec.step}: {metrics}{mark}{skipped}"
-
-
-def watch_and_log(
-    cfg: RunConfig,
-    *,
-    all_checkpoints: bool = False,
-    poll: float = 2.0,
-    timeout: float | None = None,
-    max_batches: int | None = None,
-    parent_pid: int | None = None,
-    progress: bool = False,
-    summary: bool = True,
-) -> list[EvalRecord]:
-    """`watch`, logging on stderr what it does: the folder it watches, a line per
-    evaluated checkpoint and (with `summary`) how many it evaluated."""
-    _, ckpt_dir, _ = run_paths(cfg)
-    console.print(f"evaluator: watching {ckpt_dir} every {poll:g} s")
-    records = watch(
-        cfg,
-        all_checkpoints=all_checkpoints,
-        poll=poll,
-        timeout=timeout,
-        max_batches=max_batches,
-        parent_pid=parent_pid,
-        progress=progress,
-        on_record=lambda rec: console.print(record_line(rec)),
-    )
-    if summary:
-        console.print(f"evaluator: evaluated {len(records)} checkpoint(s)")
-    return records
