@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.config import RunConfig
-from tfperf.data.pipeline import naming_corrupt_shards
+from tfperf.data.corrupt_shards import naming_corrupt_shards
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import (
     ensure_workload_data,
@@ -353,6 +354,14 @@ def _measure(
                 bar.update(description=running(done))
 
         probes = [_probe(p, batches, warmup) for p in plans]
-        measured = side_by_side(probes, repeats=repeats, on_run=on_run)
+        # Every probe compiles its own pulling loop; TF's "excessive retracing" warning about
+        # these separate functions would be misleading, so TF's logger is quiet meanwhile.
+        tf_logger = logging.getLogger("tensorflow")
+        level = tf_logger.level
+        tf_logger.setLevel(logging.ERROR)
+        try:
+            measured = side_by_side(probes, repeats=repeats, on_run=on_run)
+        finally:
+            tf_logger.setLevel(level)
     for plan in plans:
         plan.measurement.runs = measured[plan.measurement.name].runs
