@@ -18,7 +18,6 @@ from typing import Any
 from common import DATA_ROOT, machine, parse_args, rate, say, table
 
 from tfperf.measure import (
-    StepRunner,
     cached_batch,
     compare,
     pipeline_probe,
@@ -76,26 +75,6 @@ def python_ms_per_image(size: int, n: int = 16, passes: int = 3) -> float:
     return best
 
 
-def step_runner(cfg: Any, element_spec: Any, batch: int) -> StepRunner:
-    """The workload's U-Net behind tfperf's compiled train step (float32, one device, no
-    metrics: the bare step), as a `tfperf.measure` step runner."""
-    import keras
-    import tensorflow as tf
-
-    from tfperf.train.loop import build_train_parts
-    from tfperf.train.strategy import StrategyInfo
-
-    before = keras.config.dtype_policy()
-    try:
-        info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
-        parts = build_train_parts(cfg, info, "float32", element_spec, None, batch, metrics=False)
-    finally:
-        keras.config.set_dtype_policy(before)
-    step = parts.train_step
-    # Reading the result waits for the compiled call to finish.
-    return lambda it, n: float(step(it, n)["wait_s"])
-
-
 def measure_size(size: int, n: int, budget: dict[str, Any], repeats: int) -> dict[str, Any]:
     """Each pipeline alone, training on each, and the compute limit, in interleaved repeats
     (tfperf.measure.side_by_side): a `Measurement` per row key.
@@ -105,6 +84,7 @@ def measure_size(size: int, n: int, budget: dict[str, Any], repeats: int) -> dic
     from tfperf.config import PipelineConfig, config_from_dict
     from tfperf.data.manifest import load_manifest
     from tfperf.data.pipeline import make_dataset
+    from tfperf.doctor.target import build_target
     from tfperf.workloads import get_workload
 
     root = DATA_ROOT / ("distance_maps_a" if size == 64 else f"distance_maps_a_{size}")
@@ -131,7 +111,7 @@ def measure_size(size: int, n: int, budget: dict[str, Any], repeats: int) -> dic
     cfg = config_from_dict({"workload": "distance_maps"})
     # One model and train step per variant, built once (their element specs differ: the
     # original drops the remainder, so its batch dimension is static).
-    runners = {v: step_runner(cfg, ds.element_spec, batch) for v, ds in datasets.items()}
+    runners = {v: build_target(cfg, ds.element_spec, batch).run_steps for v, ds in datasets.items()}
     steps, warmup, min_s = budget["steps"], budget["warmup"], budget["min_seconds"]
     probes = [
         pipeline_probe(f"pipe {v}", ds, batches=steps, warmup=warmup, min_seconds=min_s)

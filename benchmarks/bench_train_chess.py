@@ -56,9 +56,10 @@ def _cfg(data_dir: str, steps: int, precision: str, cache: bool = False):
 
 def main() -> None:
     args = parse_args(__doc__)
-    from tfperf.data.pipeline import steps_per_epoch
+    from tfperf.data.pipeline_sizes import steps_per_epoch
     from tfperf.inputs.datasets import ensure_workload_data, open_source
-    from tfperf.train.loop import compute_limit, train
+    from tfperf.train.compute_limit import compute_limit
+    from tfperf.train.loop import train
 
     steps = args.batches or (150 if args.quick else 1000)
     repeats = args.repeats or (1 if args.quick else 7)

@@ -121,7 +121,8 @@ def tfperf_train(data_dir: str, steps: int, warm: int, precision: str) -> Run:
 def main() -> None:
     args = parse_args(__doc__)
     from tfperf.inputs.datasets import ensure_workload_data, make_input_dataset
-    from tfperf.train.loop import compute_limit, train
+    from tfperf.train.compute_limit import compute_limit
+    from tfperf.train.loop import train
 
     steps = args.batches or (12 if args.quick else 40)
     repeats = args.repeats or (1 if args.quick else 7)
