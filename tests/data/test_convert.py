@@ -62,9 +62,14 @@ def read_back(root: Path, split: str = "train", parse: str = "batched") -> list[
     m = load_manifest(root)
     schema = m.split_schema(split)
     opts = PipelineConfig(batch_size=3, interleave_cycle=1, parse=parse)
-    ds = make_dataset(m.shard_paths(root, split), opts, training=False,
-                      parse=schema.parse_batch, parse_one=schema.parse_one,
-                      compression=m.compression)  # fmt: skip
+    ds = make_dataset(
+        m.shard_paths(root, split),
+        opts,
+        training=False,
+        parse=schema.parse_batch,
+        parse_one=schema.parse_one,
+        compression=m.compression,
+    )
     rows = []
     for batch in ds:
         n = int(batch[schema.names[0]].shape[0])
@@ -82,8 +87,9 @@ def assert_rows_equal(got: list[dict], want: list[dict], schema: Schema) -> None
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         for f in schema.features:
             if f.dtype == "bytes":
-                assert g[f.name].item() == (w[f.name] if isinstance(w[f.name], bytes)
-                                            else str(w[f.name]).encode()), (i, f.name)  # fmt: skip
+                assert g[f.name].item() == (
+                    w[f.name] if isinstance(w[f.name], bytes) else str(w[f.name]).encode()
+                ), (i, f.name)
                 continue
             np.testing.assert_array_equal(g[f.name], np.asarray(w[f.name]), err_msg=f"{i} {f.name}")
             if not f.varlen or len(w[f.name]):
@@ -124,8 +130,14 @@ def test_npz_inference_and_values(tmp_path):
     np.savez(tmp_path / "data.npz", **arrays)
     schema = NpzSource(str(tmp_path / "data.npz")).infer_schema()
     table = {f.name: (f.dtype, f.shape) for f in schema.features}
-    assert table == {"x": ("float32", (3,)), "img": ("uint8", (2, 2)), "small": ("int32", ()),
-                     "d": ("float64", ()), "flag": ("bool", ()), "word": ("bytes", ())}  # fmt: skip
+    assert table == {
+        "x": ("float32", (3,)),
+        "img": ("uint8", (2, 2)),
+        "small": ("int32", ()),
+        "d": ("float64", ()),
+        "flag": ("bool", ()),
+        "word": ("bytes", ()),
+    }
     m = convert(tmp_path / "data.npz", tmp_path / "out", workers=1, progress=False)
     assert m.name == "data" and m.splits["train"].shards[0].file.startswith("data-train.")
     got = read_back(tmp_path / "out")
@@ -138,8 +150,9 @@ def test_npy_is_one_feature_named_after_the_file(tmp_path):
     m = convert(tmp_path / "pixels.npy", tmp_path / "out", workers=1, progress=False)
     assert m.schema.names == ["pixels"] and m.schema["pixels"].shape == (3,)
     got = read_back(tmp_path / "out")
-    np.testing.assert_array_equal(np.stack([r["pixels"] for r in got]),
-                                  np.arange(30).reshape(10, 3))  # fmt: skip
+    np.testing.assert_array_equal(
+        np.stack([r["pixels"] for r in got]), np.arange(30).reshape(10, 3)
+    )
 
 
 def test_npz_arrays_of_different_lengths_are_named(tmp_path):
@@ -149,17 +162,33 @@ def test_npz_arrays_of_different_lengths_are_named(tmp_path):
 
 
 def test_csv_inference_and_explicit_schema(tmp_path, cli):
-    (tmp_path / "d.csv").write_text("id,score,name,vec\n1,0.5,ann,1 2\n2,-3,bob,3 4\n"
-                                    "3,7.25,7,5 6\n")  # fmt: skip
+    (tmp_path / "d.csv").write_text(
+        "id,score,name,vec\n1,0.5,ann,1 2\n2,-3,bob,3 4\n3,7.25,7,5 6\n"
+    )
     schema = CsvSource(str(tmp_path / "d.csv")).infer_schema()
     assert [(f.name, f.dtype) for f in schema.features] == [
-        ("id", "int64"), ("score", "float32"), ("name", "bytes"), ("vec", "bytes")]  # fmt: skip
-    declared = Schema.of(Feature(name="id", dtype="int32"), Feature(name="score", dtype="float64"),
-                         Feature(name="name", dtype="bytes"),
-                         Feature(name="vec", dtype="int64", shape=(2,)))  # fmt: skip
+        ("id", "int64"),
+        ("score", "float32"),
+        ("name", "bytes"),
+        ("vec", "bytes"),
+    ]
+    declared = Schema.of(
+        Feature(name="id", dtype="int32"),
+        Feature(name="score", dtype="float64"),
+        Feature(name="name", dtype="bytes"),
+        Feature(name="vec", dtype="int64", shape=(2,)),
+    )
     (tmp_path / "s.json").write_text(declared.model_dump_json())
-    res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "out", "--schema",
-              tmp_path / "s.json", "--quiet", "--json")  # fmt: skip
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "out",
+        "--schema",
+        tmp_path / "s.json",
+        "--quiet",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["records"] == 3 and summary["schema"][3]["shape"] == [2]
@@ -172,16 +201,36 @@ def test_csv_inference_and_explicit_schema(tmp_path, cli):
 
 def test_csv_bad_cell_stops_with_its_row(tmp_path, cli):
     (tmp_path / "d.csv").write_text("a,b\n1,2\n3,oops\n4,\n")
-    (tmp_path / "s.yaml").write_text("features:\n- {name: a, dtype: int64}\n"
-                                     "- {name: b, dtype: float32}\n")  # fmt: skip
-    res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "o", "--schema",
-              tmp_path / "s.yaml", "--quiet", "--workers", "1")  # fmt: skip
+    (tmp_path / "s.yaml").write_text(
+        "features:\n- {name: a, dtype: int64}\n- {name: b, dtype: float32}\n"
+    )
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "o",
+        "--schema",
+        tmp_path / "s.yaml",
+        "--quiet",
+        "--workers",
+        "1",
+    )
     assert res.exit_code == 2
     msg = " ".join(res.stderr.split())
     assert "d.csv: row 1, feature 'b': expected a number (float32), found 'oops'" in msg
     assert "Traceback" not in res.output
-    res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "o2", "--schema",
-              tmp_path / "s.yaml", "--quiet", "--on-bad-row", "skip", "--json")  # fmt: skip
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "o2",
+        "--schema",
+        tmp_path / "s.yaml",
+        "--quiet",
+        "--on-bad-row",
+        "skip",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["rejected"] == 2
     lines = [
@@ -197,21 +246,30 @@ def test_parquet_fixed_and_varlen_lists(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "id": pa.array([0, 1, 2], pa.int64()),
-        "x": pa.array([[1.5, 2.5], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float32())),
-        "m": pa.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]], [[9, 10], [11, 12]]],
-                      pa.list_(pa.list_(pa.int32()))),
-        "tokens": pa.array([[1], [2, 3, 4], []], pa.list_(pa.int64())),
-        "text": pa.array(["a", "bb", "ccc"]),
-        "u": pa.array([1, 2, 255], pa.uint8()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "id": pa.array([0, 1, 2], pa.int64()),
+            "x": pa.array([[1.5, 2.5], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float32())),
+            "m": pa.array(
+                [[[1, 2], [3, 4]], [[5, 6], [7, 8]], [[9, 10], [11, 12]]],
+                pa.list_(pa.list_(pa.int32())),
+            ),
+            "tokens": pa.array([[1], [2, 3, 4], []], pa.list_(pa.int64())),
+            "text": pa.array(["a", "bb", "ccc"]),
+            "u": pa.array([1, 2, 255], pa.uint8()),
+        }
+    )
     pq.write_table(table, tmp_path / "t.parquet")
     schema = ParquetSource(str(tmp_path / "t.parquet")).infer_schema()
     got_table = {f.name: (f.dtype, f.shape, f.varlen) for f in schema.features}
-    assert got_table == {"id": ("int64", (), False), "x": ("float32", (2,), False),
-                         "m": ("int32", (2, 2), False), "tokens": ("int64", (), True),
-                         "text": ("bytes", (), False), "u": ("uint8", (), False)}  # fmt: skip
+    assert got_table == {
+        "id": ("int64", (), False),
+        "x": ("float32", (2,), False),
+        "m": ("int32", (2, 2), False),
+        "tokens": ("int64", (), True),
+        "text": ("bytes", (), False),
+        "u": ("uint8", (), False),
+    }
     convert(tmp_path / "t.parquet", tmp_path / "out", workers=1, progress=False)
     got = read_back(tmp_path / "out")
     want = table.to_pylist()
@@ -251,13 +309,13 @@ def double_and_tag(row: dict) -> dict:
 
 def test_preprocess_callable_output_schema_is_inferred(tmp_path):
     np.savez(tmp_path / "d.npz", x=np.arange(8, dtype=np.float32).reshape(4, 2))
-    m = convert(tmp_path / "d.npz", tmp_path / "o", preprocess=double_and_tag, workers=1,
-                progress=False)  # fmt: skip
+    m = convert(
+        tmp_path / "d.npz", tmp_path / "o", preprocess=double_and_tag, workers=1, progress=False
+    )
     assert m.schema.names == ["x2", "tag"] and m.schema["x2"].shape == (2,)
     assert m.preprocess == f"{__name__}:double_and_tag"
     got = read_back(tmp_path / "o")
-    np.testing.assert_array_equal(np.stack([r["x2"] for r in got]),
-                                  np.arange(8).reshape(4, 2) * 2)  # fmt: skip
+    np.testing.assert_array_equal(np.stack([r["x2"] for r in got]), np.arange(8).reshape(4, 2) * 2)
 
 
 def test_cli_preprocess_module_function_with_output_schema(tmp_path, cli, monkeypatch):
@@ -269,8 +327,19 @@ def test_cli_preprocess_module_function_with_output_schema(tmp_path, cli, monkey
     feats = [{"name": "y", "dtype": "float64"}, {"name": "n", "dtype": "int32"}]
     (tmp_path / "out_schema.json").write_text(json.dumps({"features": feats}))
     np.savez(tmp_path / "d.npz", x=np.ones((5, 3)))
-    res = cli("convert", "d.npz", "--out", "o", "--preprocess", "prep_mod_a:heavy",
-              "--schema", "out_schema.json", "--quiet", "--workers", "1")  # fmt: skip
+    res = cli(
+        "convert",
+        "d.npz",
+        "--out",
+        "o",
+        "--preprocess",
+        "prep_mod_a:heavy",
+        "--schema",
+        "out_schema.json",
+        "--quiet",
+        "--workers",
+        "1",
+    )
     assert res.exit_code == 0, res.output
     got = read_back(tmp_path / "o")
     assert [(r["y"].item(), r["n"].item()) for r in got] == [(3.0, 3)] * 5
@@ -284,8 +353,17 @@ def test_bad_row_stops_keeps_finished_shards_then_skip_rejects(tmp_path, cli):
     x = np.arange(80, dtype=np.float32).reshape(40, 2)
     x[25, 1] = np.nan
     np.savez(tmp_path / "d.npz", x=x)
-    res = cli("convert", tmp_path / "d.npz", "--out", tmp_path / "o", "--shard-size", "300",
-              "--workers", "1", "--quiet")  # fmt: skip
+    res = cli(
+        "convert",
+        tmp_path / "d.npz",
+        "--out",
+        tmp_path / "o",
+        "--shard-size",
+        "300",
+        "--workers",
+        "1",
+        "--quiet",
+    )
     assert res.exit_code == 2
     msg = " ".join(res.stderr.split())
     assert "d.npz: row 25, feature 'x': expected finite floats, found nan at index [1]" in msg
@@ -296,8 +374,20 @@ def test_bad_row_stops_keeps_finished_shards_then_skip_rejects(tmp_path, cli):
     assert (
         not list((tmp_path / "o").glob(".*.tmp-*")) and not (tmp_path / "o/manifest.json").exists()
     )
-    res = cli("convert", tmp_path / "d.npz", "--out", tmp_path / "o", "--shard-size", "300",
-              "--on-bad-row", "skip", "--quiet", "--json", "--workers", "1")  # fmt: skip
+    res = cli(
+        "convert",
+        tmp_path / "d.npz",
+        "--out",
+        tmp_path / "o",
+        "--shard-size",
+        "300",
+        "--on-bad-row",
+        "skip",
+        "--quiet",
+        "--json",
+        "--workers",
+        "1",
+    )
     assert res.exit_code == 0, res.output
     m = load_manifest(tmp_path / "o")
     info = m.splits["train"]
@@ -320,10 +410,24 @@ def test_missing_field_from_iterable_names_row(tmp_path):
 # ---- compression, splits, options ------------------------------------------------------
 def test_gzip_shards_read_back_and_splits_accumulate(tmp_path):
     rows = [all_dtypes_row(i) for i in range(9)]
-    convert(rows, tmp_path / "o", schema=ALL, compression="gzip", shard_bytes=700,
-            workers=1, progress=False)  # fmt: skip
-    m = convert(rows[:4], tmp_path / "o", schema=ALL, split="eval", compression="gzip",
-                workers=1, progress=False)  # fmt: skip
+    convert(
+        rows,
+        tmp_path / "o",
+        schema=ALL,
+        compression="gzip",
+        shard_bytes=700,
+        workers=1,
+        progress=False,
+    )
+    m = convert(
+        rows[:4],
+        tmp_path / "o",
+        schema=ALL,
+        split="eval",
+        compression="gzip",
+        workers=1,
+        progress=False,
+    )
     assert m.compression == "GZIP" and set(m.splits) == {"train", "eval"}
     first = next(iter((tmp_path / "o").glob("data-train.tfrecord-*"))).read_bytes()
     assert first[:2] == b"\x1f\x8b"  # gzip magic
@@ -335,23 +439,53 @@ def test_gzip_shards_read_back_and_splits_accumulate(tmp_path):
 
 def test_max_examples_name_and_json(tmp_path, cli):
     np.savez(tmp_path / "d.npz", x=np.arange(100))
-    res = cli("convert", tmp_path / "d.npz", "--out", tmp_path / "o", "--max-examples", "7",
-              "--name", "tiny", "--split", "dev", "--json", "--quiet")  # fmt: skip
+    res = cli(
+        "convert",
+        tmp_path / "d.npz",
+        "--out",
+        tmp_path / "o",
+        "--max-examples",
+        "7",
+        "--name",
+        "tiny",
+        "--split",
+        "dev",
+        "--json",
+        "--quiet",
+    )
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     assert (s["name"], s["split"], s["records"], s["shards"]) == ("tiny", "dev", 7, 1)
     assert (tmp_path / "o" / "tiny-dev.tfrecord-00000-of-00001").exists()
-    for bad in (["--shard-size", "lots"], ["--compression", "zip"], ["--on-bad-row", "ignore"],
-                ["--workers", "0"]):  # fmt: skip
+    for bad in (
+        ["--shard-size", "lots"],
+        ["--compression", "zip"],
+        ["--on-bad-row", "ignore"],
+        ["--workers", "0"],
+    ):
         res = cli("convert", tmp_path / "d.npz", "--out", tmp_path / "o2", "--quiet", *bad)
         assert res.exit_code == 2 and bad[0] in res.stderr, (bad, res.output)
 
 
 def test_convert_help_explains_every_option(cli):
     res = cli("convert", "--help")
-    for opt in ("--schema", "--preprocess", "--shard-size", "--workers", "--compression",
-                "--resume", "--on-bad-row", "--max-examples", "--split", "--name", "--out",
-                "--json", "--quiet", "--workload", "--image-size"):  # fmt: skip
+    for opt in (
+        "--schema",
+        "--preprocess",
+        "--shard-size",
+        "--workers",
+        "--compression",
+        "--resume",
+        "--on-bad-row",
+        "--max-examples",
+        "--split",
+        "--name",
+        "--out",
+        "--json",
+        "--quiet",
+        "--workload",
+        "--image-size",
+    ):
         assert opt in res.stdout
 
 
@@ -365,12 +499,15 @@ class TinyWorkload(Workload):
     original_needs_raw = True
 
     def raw_schema(self) -> Schema:
-        return Schema.of(Feature(name="x", dtype="float32", shape=(2,)),
-                         Feature(name="y", dtype="int64"))  # fmt: skip
+        return Schema.of(
+            Feature(name="x", dtype="float32", shape=(2,)), Feature(name="y", dtype="int64")
+        )
 
     def schema(self) -> Schema:
-        return Schema.of(Feature(name="x", dtype="float32", shape=(2,), storage="bytes"),
-                         Feature(name="y", dtype="int64"))  # fmt: skip
+        return Schema.of(
+            Feature(name="x", dtype="float32", shape=(2,), storage="bytes"),
+            Feature(name="y", dtype="int64"),
+        )
 
     def generate(self, n: int, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -383,10 +520,15 @@ class TinyWorkload(Workload):
 
 def test_write_workload_data_splits_and_schemas(tmp_path):
     wl = TinyWorkload()
-    m = write_workload_data(wl, tmp_path / "d", examples=20, eval_examples=6, seed=3,
-                            progress=False, workers=1)  # fmt: skip
+    m = write_workload_data(
+        wl, tmp_path / "d", examples=20, eval_examples=6, seed=3, progress=False, workers=1
+    )
     assert {k: v.records for k, v in m.splits.items()} == {
-        "train": 20, "eval": 6, "train_raw": 20, "eval_raw": 6}  # fmt: skip
+        "train": 20,
+        "eval": 6,
+        "train_raw": 20,
+        "eval_raw": 6,
+    }
     assert m.workload == "tiny" and m.schema == wl.schema()
     assert m.split_schema("train_raw") == wl.raw_schema() and m.split_schema("eval") == wl.schema()
     raw = [r["x"] for r in wl.generate(20, 3)]
@@ -396,8 +538,9 @@ def test_write_workload_data_splits_and_schemas(tmp_path):
     np.testing.assert_array_equal(np.stack([r["x"] for r in raw_back]), np.stack(raw))
     evals = np.stack([r["x"] for r in read_back(tmp_path / "d", "eval_raw")])
     assert not np.isin(evals, np.stack(raw)).any()  # eval rows are not training rows
-    again = write_workload_data(wl, tmp_path / "d2", examples=20, eval_examples=6, seed=3,
-                                progress=False, workers=1)  # fmt: skip
+    again = write_workload_data(
+        wl, tmp_path / "d2", examples=20, eval_examples=6, seed=3, progress=False, workers=1
+    )
     assert again.splits == m.splits  # deterministic: same bytes, same sha256
 
 
@@ -408,8 +551,21 @@ def test_convert_builtin_workload_cli(tmp_path, cli):
         get_workload("regression")
     except (ImportError, AttributeError):
         pytest.skip("the regression workload is not available")
-    res = cli("convert", "--workload", "regression", "--out", tmp_path / "d", "--examples", "40",
-              "--eval-examples", "8", "--quiet", "--json", "--workers", "1")  # fmt: skip
+    res = cli(
+        "convert",
+        "--workload",
+        "regression",
+        "--out",
+        tmp_path / "d",
+        "--examples",
+        "40",
+        "--eval-examples",
+        "8",
+        "--quiet",
+        "--json",
+        "--workers",
+        "1",
+    )
     assert res.exit_code == 0, res.output
     m = load_manifest(tmp_path / "d")
     assert m.splits["train"].records == 40 and m.splits["eval"].records == 8
@@ -417,8 +573,11 @@ def test_convert_builtin_workload_cli(tmp_path, cli):
 
 # ---- parallel workers and resume ----------------------------------------------------------
 def test_parallel_workers_write_the_same_shards(tmp_path):
-    np.savez(tmp_path / "d.npz", x=np.random.default_rng(1).random((300, 8)).astype(np.float32),
-             y=np.arange(300))  # fmt: skip
+    np.savez(
+        tmp_path / "d.npz",
+        x=np.random.default_rng(1).random((300, 8)).astype(np.float32),
+        y=np.arange(300),
+    )
     m1 = convert(tmp_path / "d.npz", tmp_path / "one", shard_bytes=4000, workers=1, progress=False)
     m2 = convert(tmp_path / "d.npz", tmp_path / "two", shard_bytes=4000, workers=2, progress=False)
     assert len(m1.splits["train"].shards) > 4
@@ -436,14 +595,33 @@ def slow(row):
 
 def test_kill_9_then_resume_is_exact(tmp_path, tfperf_exe):
     rng = np.random.default_rng(7)
-    np.savez(tmp_path / "d.npz", x=rng.standard_normal((400, 16)).astype(np.float32),
-             id=np.arange(400))  # fmt: skip
+    np.savez(
+        tmp_path / "d.npz", x=rng.standard_normal((400, 16)).astype(np.float32), id=np.arange(400)
+    )
     (tmp_path / "slowmod.py").write_text(SLOW_MODULE)
-    args = [tfperf_exe, "convert", "d.npz", "--out", "crashed", "--preprocess", "slowmod:slow",
-            "--shard-size", "1KiB", "--workers", "2", "--quiet"]  # fmt: skip
+    args = [
+        tfperf_exe,
+        "convert",
+        "d.npz",
+        "--out",
+        "crashed",
+        "--preprocess",
+        "slowmod:slow",
+        "--shard-size",
+        "1KiB",
+        "--workers",
+        "2",
+        "--quiet",
+    ]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(args, cwd=tmp_path, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     progress = tmp_path / "crashed" / progress_name("d", "train")
     done, deadline = 0, time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -459,12 +637,12 @@ def test_kill_9_then_resume_is_exact(tmp_path, tfperf_exe):
     total = len(state["plan"]["bounds"]) - 1
     assert 1 <= len(state["shards"]) < total  # killed midway
     assert not (tmp_path / "crashed" / "manifest.json").exists()
-    res = subprocess.run([*args, "--resume"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+    res = subprocess.run(
+        [*args, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stderr
     # the uninterrupted reference run (same rows: the preprocess is the identity)
-    ref = convert(tmp_path / "d.npz", tmp_path / "ref", shard_bytes=1024, workers=1,
-                  progress=False)  # fmt: skip
+    ref = convert(tmp_path / "d.npz", tmp_path / "ref", shard_bytes=1024, workers=1, progress=False)
     got = load_manifest(tmp_path / "crashed")
     assert len(ref.splits["train"].shards) == total
     assert got.splits["train"].shards == ref.splits["train"].shards
@@ -481,20 +659,25 @@ def test_resume_checks_options_and_finished_splits(tmp_path):
     convert(tmp_path / "d.npz", tmp_path / "o", shard_bytes=200, workers=1, progress=False)
     before = shard_bytes_of(tmp_path / "o")
     # resuming a finished split verifies it and changes nothing
-    m = convert(tmp_path / "d.npz", tmp_path / "o", shard_bytes=200, workers=1, progress=False,
-                resume=True)  # fmt: skip
+    m = convert(
+        tmp_path / "d.npz", tmp_path / "o", shard_bytes=200, workers=1, progress=False, resume=True
+    )
     assert shard_bytes_of(tmp_path / "o") == before and m.splits["train"].records == 50
     # a damaged shard of a finished split is rewritten by --resume
     victim = sorted((tmp_path / "o").glob("d-train.tfrecord-*"))[1]
     victim.write_bytes(victim.read_bytes()[:-3])
-    convert(tmp_path / "d.npz", tmp_path / "o", shard_bytes=200, workers=1, progress=False,
-            resume=True)  # fmt: skip
+    convert(
+        tmp_path / "d.npz", tmp_path / "o", shard_bytes=200, workers=1, progress=False, resume=True
+    )
     assert shard_bytes_of(tmp_path / "o") == before
     # an interrupted run can only be resumed with the same options
     progress = tmp_path / "o" / progress_name("d", "train")
-    state = {"format": "tfperf.progress/1", "plan": {"num_rows": 50, "records_per_shard": 50,
-             "bounds": [0, 50]}, "shards": {},
-             "fingerprint": {"source": "elsewhere.npz", "rows": 50}}  # fmt: skip
+    state = {
+        "format": "tfperf.progress/1",
+        "plan": {"num_rows": 50, "records_per_shard": 50, "bounds": [0, 50]},
+        "shards": {},
+        "fingerprint": {"source": "elsewhere.npz", "rows": 50},
+    }
     progress.write_text(json.dumps(state))
     with pytest.raises(ConvertError, match="cannot resume: source, schema"):
         convert(tmp_path / "d.npz", tmp_path / "o", workers=1, progress=False, resume=True)
@@ -526,8 +709,9 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
         return {"v": row["v"] + offset}
 
     rows = [{"v": np.int64(i)} for i in range(30)]
-    m = convert(rows, tmp_path / "o", preprocess=closure, shard_bytes=100, workers=2,
-                progress=False)  # fmt: skip
+    m = convert(
+        rows, tmp_path / "o", preprocess=closure, shard_bytes=100, workers=2, progress=False
+    )
     assert len(m.splits["train"].shards) > 1
     assert [r["v"].item() for r in read_back(tmp_path / "o")] == list(range(5, 35))
 
@@ -556,14 +740,31 @@ def test_convert_distance_maps_workload_cli(tmp_path, cli, workers):
 
     out = tmp_path / "d"
     # Small shards so that several workers get work.
-    res = cli("convert", "--workload", "distance_maps", "--examples", "64",
-              "--eval-examples", "16", "--out", out, "--workers", str(workers),
-              "--shard-size", "64KiB", "--json")  # fmt: skip
+    res = cli(
+        "convert",
+        "--workload",
+        "distance_maps",
+        "--examples",
+        "64",
+        "--eval-examples",
+        "16",
+        "--out",
+        out,
+        "--workers",
+        str(workers),
+        "--shard-size",
+        "64KiB",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     assert "in this process" not in res.output  # the workers did the work
     m = load_manifest(out)
     assert {k: v.records for k, v in m.splits.items()} == {
-        "train": 64, "eval": 16, "train_raw": 64, "eval_raw": 16}  # fmt: skip
+        "train": 64,
+        "eval": 16,
+        "train_raw": 64,
+        "eval_raw": 16,
+    }
     assert len(m.splits["train"].shards) > workers
     assert m.preprocess.startswith("workload distance_maps: offline_preprocess(")
     for split in ("train", "eval"):

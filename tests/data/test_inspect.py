@@ -25,8 +25,15 @@ SCHEMA = Schema.of(
 def make(tmp_path, compression=""):
     rows = [{"id": i, "v": np.full(4, i, np.float32), "s": b"x" * (i % 7)} for i in range(40)]
     root = tmp_path / "ds"
-    m = convert(rows, root, schema=SCHEMA, shard_bytes=600, compression=compression,
-                workers=1, progress=False)  # fmt: skip
+    m = convert(
+        rows,
+        root,
+        schema=SCHEMA,
+        shard_bytes=600,
+        compression=compression,
+        workers=1,
+        progress=False,
+    )
     assert len(m.splits["train"].shards) >= 3
     return root, m
 
@@ -77,10 +84,15 @@ def test_truncated_shard_is_named_with_its_offset(tmp_path, cli):
     assert bad.file == victim.name and bad.bad_offset == recs[2][0] and bad.records == 2
 
 
-@pytest.mark.parametrize(("where", "reason"), [(0, "length crc mismatch"),
-                                               (HEADER_BYTES + 1, "data crc mismatch"),
-                                               (-1, "data crc mismatch"),
-                                               (9, "length crc mismatch")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        (0, "length crc mismatch"),
+        (HEADER_BYTES + 1, "data crc mismatch"),
+        (-1, "data crc mismatch"),
+        (9, "length crc mismatch"),
+    ],
+)
 def test_flipped_byte_is_named_with_its_record_offset(tmp_path, cli, where, reason):
     root, m = make(tmp_path)
     victim = root / m.splits["train"].shards[2].file

@@ -103,8 +103,9 @@ def test_training_repeats_and_reshuffles_each_epoch(tmp_path):
     n = 4 * PER_SHARD
     # deterministic: the parallel batch may otherwise emit a batch of epoch 2 before the
     # last of epoch 1, and this test checks where epochs end.
-    ids = ids_of(build(files, training=True, seed=7, shuffle_buffer=64, deterministic=True),
-                 limit=2 * n // 8)  # fmt: skip
+    ids = ids_of(
+        build(files, training=True, seed=7, shuffle_buffer=64, deterministic=True), limit=2 * n // 8
+    )
     epoch1, epoch2 = ids[:n], ids[n:]
     # Repeat sits after shuffle: each epoch is a whole permutation of the records.
     assert sorted(epoch1) == sorted(epoch2) == list(range(n))
@@ -126,14 +127,20 @@ def test_batched_parse_equals_per_example_parse(tmp_path):
 
     def rows(parse_mode: str) -> list[tuple]:
         opts = PipelineConfig(batch_size=16, parse=parse_mode)
-        ds = make_dataset(files, opts, training=False, parse=SCHEMA.parse_batch,
-                          parse_one=SCHEMA.parse_one)  # fmt: skip
+        ds = make_dataset(
+            files, opts, training=False, parse=SCHEMA.parse_batch, parse_one=SCHEMA.parse_one
+        )
         out = []
         for b in ds:
             assert b["img"].dtype == tf.uint8 and b["img"].shape[1:] == (2, 2)
             for i in range(b["id"].shape[0]):
-                out.append((int(b["id"][i]), tuple(b["x"][i].numpy()),
-                            tuple(b["img"][i].numpy().reshape(-1))))  # fmt: skip
+                out.append(
+                    (
+                        int(b["id"][i]),
+                        tuple(b["x"][i].numpy()),
+                        tuple(b["img"][i].numpy().reshape(-1)),
+                    )
+                )
         return out
 
     batched, per_example = rows("batched"), rows("per_example")
@@ -168,8 +175,16 @@ def test_shuffle_over_budget_warns_with_sizes_and_shrinks_the_buffer(tmp_path):
     per = record_bytes + SHUFFLE_OVERHEAD_BYTES
     budget_mb = 4.5 * per / 2**20  # room for 4 records
     with pytest.warns(UserWarning) as caught:
-        ds = build(files, training=True, seed=1, deterministic=True, shuffle_buffer=1000,
-                   shuffle_ram_mb=budget_mb, repeat=False, batch_size=5)  # fmt: skip
+        ds = build(
+            files,
+            training=True,
+            seed=1,
+            deterministic=True,
+            shuffle_buffer=1000,
+            shuffle_ram_mb=budget_mb,
+            repeat=False,
+            batch_size=5,
+        )
     msg = str(caught[0].message)
     assert "pipeline.shuffle_buffer: 1000 records" in msg
     assert f"~{1000 * per / 2**20:.3g} MiB" in msg and f"({budget_mb:.3g} MiB)" in msg
@@ -224,8 +239,13 @@ def test_input_context_gives_disjoint_record_sets(tmp_path, shards):
     parts = []
     for pid in range(2):
         ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pid)
-        ds = make_dataset(files, PipelineConfig(batch_size=5), training=False,
-                          parse=SCHEMA.parse_batch, input_context=ctx)  # fmt: skip
+        ds = make_dataset(
+            files,
+            PipelineConfig(batch_size=5),
+            training=False,
+            parse=SCHEMA.parse_batch,
+            input_context=ctx,
+        )
         parts.append(ids_of(ds))
     a, b = set(parts[0]), set(parts[1])
     assert a and b and not a & b
@@ -259,10 +279,14 @@ def _spec_kind(spec) -> str:
 )
 def test_stop_after_each_stage(tmp_path, stage, kind):
     files = write_shards(tmp_path, shards=2)
-    ds = make_dataset(files, PipelineConfig(batch_size=8, cache_records=True,
-                                            cache_preprocessed=True, seed=0),
-                      training=True, parse=SCHEMA.parse_batch, preprocess=split_id,
-                      stop_after=stage)  # fmt: skip
+    ds = make_dataset(
+        files,
+        PipelineConfig(batch_size=8, cache_records=True, cache_preprocessed=True, seed=0),
+        training=True,
+        parse=SCHEMA.parse_batch,
+        preprocess=split_id,
+        stop_after=stage,
+    )
     assert _spec_kind(ds.element_spec) == kind
     first = next(iter(ds))  # it runs, and yields what the spec says
     if kind == "records":
@@ -277,8 +301,14 @@ def test_stop_after_each_stage(tmp_path, stage, kind):
 def test_stop_after_in_per_example_mode_gives_unbatched_examples(tmp_path):
     files = write_shards(tmp_path, shards=1)
     opts = PipelineConfig(batch_size=8, parse="per_example")
-    ds = make_dataset(files, opts, training=False, parse=SCHEMA.parse_batch,
-                      parse_one=SCHEMA.parse_one, stop_after="parse")  # fmt: skip
+    ds = make_dataset(
+        files,
+        opts,
+        training=False,
+        parse=SCHEMA.parse_batch,
+        parse_one=SCHEMA.parse_one,
+        stop_after="parse",
+    )
     assert _spec_kind(ds.element_spec) == "example"
     assert [int(e["id"]) for e in ds.take(3)] == [0, 1, 2]
 
@@ -286,21 +316,32 @@ def test_stop_after_in_per_example_mode_gives_unbatched_examples(tmp_path):
 def test_stop_after_unknown_stage_names_the_choices(tmp_path):
     files = write_shards(tmp_path, shards=1)
     with pytest.raises(PipelineError, match=r"stop_after: expected one of .*'prefetch'.*found 'x'"):
-        make_dataset(files, PipelineConfig(), training=False, parse=SCHEMA.parse_batch,
-                     stop_after="x")  # fmt: skip
+        make_dataset(
+            files, PipelineConfig(), training=False, parse=SCHEMA.parse_batch, stop_after="x"
+        )
 
 
 def test_shuffle_budget_without_a_record_count_samples_the_record_size(tmp_path):
     files = write_shards(tmp_path, shards=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # 10000 small records fit in 1 GiB: no warning
-        make_dataset(files, PipelineConfig(shuffle_buffer=10_000), training=True,
-                     parse=SCHEMA.parse_batch, stop_after="shuffle")  # fmt: skip
+        make_dataset(
+            files,
+            PipelineConfig(shuffle_buffer=10_000),
+            training=True,
+            parse=SCHEMA.parse_batch,
+            stop_after="shuffle",
+        )
     record_bytes = os.path.getsize(files[0]) // PER_SHARD
     tight = 100 * (record_bytes + SHUFFLE_OVERHEAD_BYTES) / 2**20
     with pytest.warns(UserWarning, match="using (99|100) records"):
-        make_dataset(files, PipelineConfig(shuffle_buffer=10_000, shuffle_ram_mb=tight),
-                     training=True, parse=SCHEMA.parse_batch, stop_after="shuffle")  # fmt: skip
+        make_dataset(
+            files,
+            PipelineConfig(shuffle_buffer=10_000, shuffle_ram_mb=tight),
+            training=True,
+            parse=SCHEMA.parse_batch,
+            stop_after="shuffle",
+        )
 
 
 def test_skipped_per_epoch_reads_the_run_files_manifest(tmp_path):
@@ -309,8 +350,10 @@ def test_skipped_per_epoch_reads_the_run_files_manifest(tmp_path):
     from tfperf.inputs.datasets import skipped_per_epoch
 
     files = write_shards(tmp_path)
-    shards = [ShardInfo(file=Path(f).name, records=PER_SHARD, bytes=os.path.getsize(f),
-                        sha256="0" * 64) for f in files]  # fmt: skip
+    shards = [
+        ShardInfo(file=Path(f).name, records=PER_SHARD, bytes=os.path.getsize(f), sha256="0" * 64)
+        for f in files
+    ]
     split = SplitInfo(shards=shards, records=4 * PER_SHARD)
     save_manifest(Manifest(name="t", schema=SCHEMA, splits={"train": split}), tmp_path)
     cfg = config_from_dict({"data": {"dir": str(tmp_path)}, "pipeline": {"on_corrupt": "skip"}})

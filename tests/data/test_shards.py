@@ -77,9 +77,16 @@ def test_names():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("128MiB", 128 * 2**20), ("64MB", 64 * 10**6), ("4096", 4096), ("1g", 10**9),
-     ("1.5KiB", 1536), ("2 kib", 2048), (512, 512)],
-)  # fmt: skip
+    [
+        ("128MiB", 128 * 2**20),
+        ("64MB", 64 * 10**6),
+        ("4096", 4096),
+        ("1g", 10**9),
+        ("1.5KiB", 1536),
+        ("2 kib", 2048),
+        (512, 512),
+    ],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 

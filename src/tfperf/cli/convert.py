@@ -5,25 +5,24 @@ tfperf.data.writer.convert and tfperf.inputs.workload_data.write_workload_data.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
+from pydantic import ValidationError
 
 from tfperf.cli.common import JsonOpt, console, print_json, user_errors
+from tfperf.data.schema import schema_from_dict
+from tfperf.data.shards import parse_size
 from tfperf.errors import UserError
+from tfperf.workloads import WORKLOAD_NAMES, get_workload
 
 
 def load_schema_file(path: str) -> Any:
     """A schema from JSON/YAML: {"features": [...]}, a list of features, or a manifest."""
-    import json
-
-    import yaml
-    from pydantic import ValidationError
-
-    from tfperf.data.schema import schema_from_dict
-
     p = Path(path)
     if not p.exists():
         raise UserError(f"--schema {p}: no such file")
@@ -35,16 +34,19 @@ def load_schema_file(path: str) -> Any:
     if isinstance(data, dict) and "schema" in data and "features" not in data:
         data = data["schema"]  # a manifest.json: reuse its schema
     if not isinstance(data, (dict, list)):
-        raise UserError(f"--schema {p}: expected {{features: [...]}} or a list of features, "
-                        f"found {type(data).__name__}")  # fmt: skip
+        raise UserError(
+            f"--schema {p}: expected {{features: [...]}} or a list of features, "
+            f"found {type(data).__name__}"
+        )
     try:
         return schema_from_dict(data)
     except ValidationError as exc:
         lines = []
         for e in exc.errors():
             loc = ".".join(str(x) for x in e["loc"])
-            lines.append(f"--schema {p}: {loc or '(top level)'}: {e['msg']}; "
-                         f"found {e.get('input')!r}")  # fmt: skip
+            lines.append(
+                f"--schema {p}: {loc or '(top level)'}: {e['msg']}; found {e.get('input')!r}"
+            )
         raise UserError("\n".join(lines)) from None
 
 
@@ -191,7 +193,8 @@ def register(app: typer.Typer) -> None:
         """Convert raw data to sharded TFRecord files plus manifest.json (heavy
         preprocessing done once, offline). Shards are written in parallel, each under a
         temporary name until complete, so an interrupted run can --resume."""
-        from tfperf.data.shards import parse_size
+        # The writer (worker pool, readers) is imported on first use: `tfperf --help` loads
+        # every command module, and most runs of it never convert.
         from tfperf.data.writer import convert
 
         try:
@@ -205,11 +208,11 @@ def register(app: typer.Typer) -> None:
             if source is not None:
                 raise UserError("give either SOURCE or --workload, not both")
             from tfperf.inputs.workload_data import write_workload_data
-            from tfperf.workloads import WORKLOAD_NAMES, get_workload
 
             if workload not in WORKLOAD_NAMES:
-                raise UserError(f"--workload: expected one of {sorted(WORKLOAD_NAMES)}, "
-                                f"found {workload!r}")  # fmt: skip
+                raise UserError(
+                    f"--workload: expected one of {sorted(WORKLOAD_NAMES)}, found {workload!r}"
+                )
             if examples < 1 or eval_examples < 0:
                 raise UserError("--examples must be >= 1 and --eval-examples >= 0")
             if max_examples is not None:
@@ -217,10 +220,16 @@ def register(app: typer.Typer) -> None:
                 eval_examples = min(eval_examples, max_examples)
             out = out or str(Path("runs") / workload / "data")
             manifest = write_workload_data(
-                get_workload(workload), out, examples=examples, eval_examples=eval_examples,
-                seed=seed, progress=not quiet, workers=workers, shard_bytes=shard_bytes,
+                get_workload(workload),
+                out,
+                examples=examples,
+                eval_examples=eval_examples,
+                seed=seed,
+                progress=not quiet,
+                workers=workers,
+                shard_bytes=shard_bytes,
                 compression=compression,
-            )  # fmt: skip
+            )
             split = "train"
         else:
             if source is None:
@@ -228,16 +237,29 @@ def register(app: typer.Typer) -> None:
             if out is None:
                 raise UserError("--out: expected an output directory, found nothing")
             manifest = convert(
-                source, out, schema=loaded, name=name, split=split, preprocess=preprocess,
-                shard_bytes=shard_bytes, workers=workers, compression=compression,
-                resume=resume, on_bad_row=on_bad_row, max_examples=max_examples,
-                progress=not quiet, image_size=_image_size(image_size), channels=channels,
-            )  # fmt: skip
+                source,
+                out,
+                schema=loaded,
+                name=name,
+                split=split,
+                preprocess=preprocess,
+                shard_bytes=shard_bytes,
+                workers=workers,
+                compression=compression,
+                resume=resume,
+                on_bad_row=on_bad_row,
+                max_examples=max_examples,
+                progress=not quiet,
+                image_size=_image_size(image_size),
+                channels=channels,
+            )
         result = summary(manifest, out, split)
         if json_out:
             print_json(result)
             return
         for sp, info in manifest.splits.items():
             rej = f", {info.rejected} rejected -> {info.rejects_file}" if info.rejected else ""
-            console.print(f"{out}: split [bold]{sp}[/]: {info.records:,} records in "
-                          f"{len(info.shards)} shards{rej}")  # fmt: skip
+            console.print(
+                f"{out}: split [bold]{sp}[/]: {info.records:,} records in "
+                f"{len(info.shards)} shards{rej}"
+            )

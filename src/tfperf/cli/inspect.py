@@ -5,16 +5,18 @@ live in tfperf.data.verify; this module only reads and prints.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 
 from tfperf.cli.common import JsonOpt, console, print_json, user_errors
+from tfperf.data.manifest import load_manifest
+from tfperf.data.verify import RecordError, first_record, verify_dir
 
 
 def _show_value(value: Any) -> str:
-    import numpy as np
-
     if isinstance(value, bytes):
         return repr(value[:48]) + (f"... ({len(value)} bytes)" if len(value) > 48 else "")
     arr = np.asarray(value)
@@ -28,17 +30,17 @@ def _show_value(value: Any) -> str:
 
 def describe(root: str, split: str | None = None) -> dict[str, Any]:
     """Splits, shards and schema from the manifest, plus the first record decoded."""
-    from pathlib import Path
-
-    from tfperf.data.manifest import load_manifest
-    from tfperf.data.verify import RecordError, first_record
-
     manifest = load_manifest(root)
     splits = [split] if split else list(manifest.splits)
-    out: dict[str, Any] = {"root": root, "name": manifest.name,
-                           "compression": manifest.compression or "none",
-                           "source": manifest.source, "preprocess": manifest.preprocess,
-                           "workload": manifest.workload, "splits": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "root": root,
+        "name": manifest.name,
+        "compression": manifest.compression or "none",
+        "source": manifest.source,
+        "preprocess": manifest.preprocess,
+        "workload": manifest.workload,
+        "splits": {},
+    }
     for sp in splits:
         manifest.shard_paths(root, sp)  # names the missing split
         info = manifest.splits[sp]
@@ -69,12 +71,16 @@ def _print(desc: dict[str, Any]) -> None:
     from rich.table import Table
 
     pre = f", preprocess {desc['preprocess']}" if desc["preprocess"] else ""
-    console.print(f"[bold]{desc['root']}[/]: dataset '{desc['name']}', compression "
-                  f"{desc['compression']}, source {desc['source'] or '-'}{pre}")  # fmt: skip
+    console.print(
+        f"[bold]{desc['root']}[/]: dataset '{desc['name']}', compression "
+        f"{desc['compression']}, source {desc['source'] or '-'}{pre}"
+    )
     for sp, info in desc["splits"].items():
         rej = f", {info['rejected']} rejected ({info['rejects_file']})" if info["rejected"] else ""
-        console.print(f"\nsplit [bold]{sp}[/]: {info['records']:,} records, "
-                      f"{len(info['shards'])} shards, {info['bytes']:,} bytes{rej}")  # fmt: skip
+        console.print(
+            f"\nsplit [bold]{sp}[/]: {info['records']:,} records, "
+            f"{len(info['shards'])} shards, {info['bytes']:,} bytes{rej}"
+        )
         shards = Table("shard", "records", "bytes", "sha256", box=None)
         for s in info["shards"]:
             shards.add_row(s["file"], f"{s['records']:,}", f"{s['bytes']:,}", s["sha256"][:12])
@@ -83,8 +89,13 @@ def _print(desc: dict[str, Any]) -> None:
         example = info["example"] or {}
         for f in info["schema"]:
             shape = "varlen" if f["varlen"] else str(f["shape"])
-            schema.add_row(f["name"], f["dtype"], shape, f["storage"] or "default",
-                           str(example.get(f["name"], "")))  # fmt: skip
+            schema.add_row(
+                f["name"],
+                f["dtype"],
+                shape,
+                f["storage"] or "default",
+                str(example.get(f["name"], "")),
+            )
         console.print(schema)
         if example.get("error"):
             console.print(f"[red]first record unreadable: {example['error']}[/]")
@@ -118,9 +129,6 @@ def register(app: typer.Typer) -> None:
         desc = describe(directory, split)
         report = None
         if verify:
-            from tfperf.data.manifest import load_manifest
-            from tfperf.data.verify import verify_dir
-
             manifest = load_manifest(directory)
             if split:
                 manifest.splits = {split: manifest.splits[split]}
@@ -139,8 +147,10 @@ def register(app: typer.Typer) -> None:
 def _print_report(report: Any) -> None:
     n = len(report.shards)
     if report.ok:
-        console.print(f"\n[green]verified {n} shards: framing CRCs, record counts, bytes "
-                      f"and sha256 all match the manifest[/]")  # fmt: skip
+        console.print(
+            f"\n[green]verified {n} shards: framing CRCs, record counts, bytes "
+            f"and sha256 all match the manifest[/]"
+        )
     else:
         where = " (offsets in the decompressed GZIP stream)" if report.compression else ""
         console.print(f"\n[bold red]{len(report.damaged)} of {n} shards damaged{where}:[/]")
@@ -148,6 +158,8 @@ def _print_report(report: Any) -> None:
             at = f" first bad record at byte {s.bad_offset};" if s.bad_offset is not None else ""
             console.print(f"  {s.file}:{at} {'; '.join(s.problems)}", highlight=False)
     if report.stray_files:
-        console.print(f"[yellow]leftover temporary files (an interrupted convert; "
-                      f"`tfperf convert --resume` cleans them): "
-                      f"{', '.join(report.stray_files)}[/]")  # fmt: skip
+        console.print(
+            f"[yellow]leftover temporary files (an interrupted convert; "
+            f"`tfperf convert --resume` cleans them): "
+            f"{', '.join(report.stray_files)}[/]"
+        )

@@ -134,8 +134,10 @@ def read_records(
             body = stream.read(length + FOOTER_BYTES)
             why = f"; {stream.damage}" if getattr(stream, "damage", None) else ""
             if len(body) < length + FOOTER_BYTES:
-                raise RecordError(offset, f"truncated record ({len(body)} of {length + 4} "
-                                          f"bytes after the header){why}")  # fmt: skip
+                raise RecordError(
+                    offset,
+                    f"truncated record ({len(body)} of {length + 4} bytes after the header){why}",
+                )
             data = body[:length]
             if check_crc and masked_crc(data) != struct.unpack("<I", body[length:])[0]:
                 raise RecordError(offset, "data crc mismatch")
@@ -185,10 +187,14 @@ class VerifyReport:
         return [s for s in self.shards if not s.ok]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root, "ok": self.ok, "compression": self.compression,
-                "offsets": "decompressed stream" if self.compression else "file",
-                "shards": [asdict(s) for s in self.shards],
-                "stray_files": self.stray_files}  # fmt: skip
+        return {
+            "root": self.root,
+            "ok": self.ok,
+            "compression": self.compression,
+            "offsets": "decompressed stream" if self.compression else "file",
+            "shards": [asdict(s) for s in self.shards],
+            "stray_files": self.stray_files,
+        }
 
 
 def verify_shard(root: Path, split: str, info: Any, compression: str) -> ShardReport:
@@ -216,8 +222,9 @@ def verify_shard(root: Path, split: str, info: Any, compression: str) -> ShardRe
         rep.problems.append(f"expected {info.bytes} bytes, found {size}")
     if sha != info.sha256:
         rep.ok = False
-        rep.problems.append(f"sha256 differs from the manifest ({sha[:12]}... != "
-                            f"{info.sha256[:12]}...)")  # fmt: skip
+        rep.problems.append(
+            f"sha256 differs from the manifest ({sha[:12]}... != {info.sha256[:12]}...)"
+        )
     return rep
 
 

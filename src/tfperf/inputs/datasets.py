@@ -13,7 +13,7 @@ from typing import Any
 
 from tfperf.config import RunConfig
 from tfperf.data.manifest import Manifest, ManifestError, load_manifest, manifest_path
-from tfperf.data.pipeline import make_dataset
+from tfperf.data.pipeline import make_dataset, skipped_records
 from tfperf.errors import UserError
 from tfperf.util.imports import load_object
 from tfperf.workloads import Workload, get_workload
@@ -57,6 +57,8 @@ def ensure_workload_data(cfg: RunConfig, *, progress: bool = True) -> Path:
     root = data_dir(cfg)
     if manifest_path(root).exists() or not cfg.workload:
         return root
+    # The writer (worker pool, readers) is imported on first use: only a missing dataset
+    # needs it, and `tfperf --help` imports this module.
     from tfperf.inputs.workload_data import write_workload_data
 
     write_workload_data(
@@ -131,8 +133,6 @@ def skipped_per_epoch(cfg: RunConfig, *, training: bool = True, split: str | Non
     """Records that pipeline.on_corrupt=skip drops in each epoch of this run file's split
     (0 when every shard reads to its end). One scan of the shards: call it once, when an
     epoch ends, and report the same count for later epochs (the drop never changes)."""
-    from tfperf.data.pipeline import skipped_records
-
     sh = split_shards(cfg, training=training, split=split)
     if sh is None:
         return 0
@@ -158,6 +158,7 @@ def make_input_dataset(
     stop_after: str | None = None,
 ) -> Any:
     """(features, labels) batches for the run file: tuned, original or the user's own."""
+    # TensorFlow is imported on first use so that `import tfperf` and `tfperf --help` stay fast.
     import tensorflow as tf
 
     split = split or (cfg.data.train_split if training else cfg.data.eval_split)
@@ -165,8 +166,14 @@ def make_input_dataset(
     if cfg.data.pipeline:
         here = str(Path(cfg.source).parent) if cfg.source else None
         fn = load_object(cfg.data.pipeline, field="data.pipeline", search_dir=here)
-        ds = _call_user_pipeline(fn, training=training, batch_size=batch, split=split,
-                                 input_context=input_context, config=cfg)  # fmt: skip
+        ds = _call_user_pipeline(
+            fn,
+            training=training,
+            batch_size=batch,
+            split=split,
+            input_context=input_context,
+            config=cfg,
+        )
         if not isinstance(ds, tf.data.Dataset):
             raise UserError(
                 f"data.pipeline: {cfg.data.pipeline} must return a tf.data.Dataset, "
@@ -207,8 +214,11 @@ def make_input_dataset(
 
 def _resolved_pipeline(cfg: RunConfig) -> Any:
     """cfg.pipeline with cache file paths relative to the run file, like every other path."""
-    changes = {k: cfg.resolve(v) for k in ("cache_records", "cache_preprocessed")
-               if isinstance(v := getattr(cfg.pipeline, k), str) and v}  # fmt: skip
+    changes = {
+        k: cfg.resolve(v)
+        for k in ("cache_records", "cache_preprocessed")
+        if isinstance(v := getattr(cfg.pipeline, k), str) and v
+    }
     return cfg.pipeline.model_copy(update=changes) if changes else cfg.pipeline
 
 

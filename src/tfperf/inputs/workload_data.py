@@ -74,8 +74,9 @@ def write_workload_data(
     for split, n, split_seed, tuned in plan:
         if n <= 0:
             continue
-        rows = IterableSource(workload.generate(n, split_seed), length=n,
-                              label=f"workload {workload.name} ({split})")  # fmt: skip
+        rows = IterableSource(
+            workload.generate(n, split_seed), length=n, label=f"workload {workload.name} ({split})"
+        )
         manifest = convert(
             rows,
             out_dir,
