@@ -105,6 +105,23 @@ def convert(
             _show_notes(quiet, point.notes)
         return existing
     progress = point.progress
+    existing = _clear_split(out, existing, name, split, progress)
+    task, workers = _shard_task(out, src, schema, pre_fn, opts, progress, point.notes)
+    jobs = _jobs(src, progress.plan, name, split, set(progress.finished))
+    try:
+        _write_shards(f"{name}/{split}", total, task, jobs, workers, progress, opts, point.notes)
+    except BaseException:
+        for p in out.glob(temp_glob(name, split)):
+            p.unlink(missing_ok=True)  # this run's unfinished shards; finished ones stay
+        raise
+    return _finalize(out, existing, src, schema, progress, name, split, opts, pre_spec)
+
+
+def _clear_split(
+    out: Path, existing: Manifest | None, name: str, split: str, progress: Progress
+) -> Manifest | None:
+    """Removes what an earlier run of the split left, keeping the shards being resumed;
+    returns the manifest as it now is on disk."""
     # Leftovers of an interrupted run; old shards of this split go when it is finished.
     parts = {rejects_part_name(name, split, i) for i in progress.finished}
     keep = {p.name for p in out.glob(shard_glob(name, split))} | parts
@@ -115,8 +132,20 @@ def convert(
         del existing.splits[split]
         save_manifest(existing, out)
     progress.save()
+    return existing
 
-    notes = point.notes
+
+def _shard_task(
+    out: Path,
+    src: RowSource,
+    schema: Schema,
+    pre_fn: Callable[[Any], Any] | None,
+    opts: ConvertOptions,
+    progress: Progress,
+    notes: list[str],
+) -> tuple[ShardTask, int]:
+    """The task the shard writers share and how many processes write; one process (with a
+    note) when the task cannot be sent to others."""
     workers = opts.worker_count(progress.plan.num_shards - len(progress.finished))
     # In this process the function object itself is used; workers get what pickles.
     task = ShardTask(
@@ -128,16 +157,30 @@ def convert(
         opts.compression,
         opts.on_bad_row,
     )
-    if workers > 1:
-        sendable, reason = sendable_task(task, opts.preprocess)
-        if sendable is None:
-            notes.append(
-                f"preprocess/source cannot be sent to worker processes ({reason}); "
-                f"converting in this process"
-            )
-            workers = 1
-        else:
-            task = sendable
+    if workers <= 1:
+        return task, workers
+    sendable, reason = sendable_task(task, opts.preprocess)
+    if sendable is None:
+        notes.append(
+            f"preprocess/source cannot be sent to worker processes ({reason}); "
+            f"converting in this process"
+        )
+        return task, 1
+    return sendable, workers
+
+
+def _write_shards(
+    label: str,
+    total: int,
+    task: ShardTask,
+    jobs: Iterator[ShardJob],
+    workers: int,
+    progress: Progress,
+    opts: ConvertOptions,
+    notes: list[str],
+) -> None:
+    """Runs the jobs under the progress bar (notes above it), recording each finished
+    shard in the progress file as it comes."""
 
     def on_done(res: dict[str, Any]) -> None:
         if "error" in res:
@@ -146,22 +189,11 @@ def convert(
             raise RuntimeError(f"shard {res['index']} failed in a worker:\n{res['error']}")
         progress.add(res["index"], {k: v for k, v in res.items() if k != "index"})
 
-    jobs = _jobs(src, progress.plan, name, split, set(progress.finished))
-    try:
-        with progress_bar(
-            f"{name}/{split}",
-            total=total,
-            completed=progress.done_rows,
-            unit="records",
-            enabled=opts.progress,
-        ) as bar:
-            _show_notes(bar, notes)
-            run_jobs(task, jobs, workers, on_done, bar.advance)
-    except BaseException:
-        for p in out.glob(temp_glob(name, split)):
-            p.unlink(missing_ok=True)  # this run's unfinished shards; finished ones stay
-        raise
-    return _finalize(out, existing, src, schema, progress, name, split, opts, pre_spec)
+    with progress_bar(
+        label, total=total, completed=progress.done_rows, unit="records", enabled=opts.progress
+    ) as bar:
+        _show_notes(bar, notes)
+        run_jobs(task, jobs, workers, on_done, bar.advance)
 
 
 def _existing_manifest(out: Path, compression: str) -> Manifest | None:
