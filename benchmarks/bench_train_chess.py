@@ -13,8 +13,6 @@ run interleaved (side_by_side) and their ratios to the limit are paired (compare
 
 from __future__ import annotations
 
-import tempfile
-
 from common import (
     DATA_ROOT,
     announce,
@@ -25,6 +23,7 @@ from common import (
     spread,
     table,
     train_clock,
+    train_section,
     window,
 )
 
@@ -37,19 +36,12 @@ BATCH = 512
 def _cfg(data_dir: str, steps: int, precision: str, cache: bool = False):
     from tfperf.config import config_from_dict
 
-    train = {
-        "out_dir": tempfile.mkdtemp(prefix="bench_chess_"),
-        "max_steps": steps,
-        "precision": precision,
-        "monitor_system": False,
-        "checkpoint": {"every_steps": 1_000_000},
-    }
     return config_from_dict(
         {
             "workload": "chess",
             "data": {"dir": data_dir},
             "pipeline": {"batch_size": BATCH, "cache_preprocessed": cache},
-            "train": train,
+            "train": train_section("bench_chess_", steps, precision),
         }
     )
 

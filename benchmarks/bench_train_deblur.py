@@ -17,7 +17,6 @@ variant runs interleaved through tfperf.measure (side_by_side) and its ratios ar
 
 from __future__ import annotations
 
-import tempfile
 import time
 from typing import Any
 
@@ -32,6 +31,7 @@ from common import (
     spread,
     table,
     train_clock,
+    train_section,
     window,
 )
 
@@ -46,20 +46,13 @@ TARGET_LIMIT = 0.90  # end to end against the compute limit
 def _cfg(data_dir: str, steps: int, precision: str):
     from tfperf.config import config_from_dict
 
-    train = {
-        "out_dir": tempfile.mkdtemp(prefix="bench_deblur_"),
-        "max_steps": steps,
-        "precision": precision,
-        "monitor_system": False,
-        "checkpoint": {"every_steps": 1_000_000},
-    }
     return config_from_dict(
         {
             "workload": "deblur",
             "data": {"dir": data_dir, "examples": 2000, "eval_examples": 100},
             # ~100 MiB of 345 KB pairs
             "pipeline": {"batch_size": BATCH, "shuffle_buffer": 300},
-            "train": train,
+            "train": train_section("bench_deblur_", steps, precision),
         }
     )
 

@@ -9,18 +9,17 @@ run by run (compare). Prints one markdown section for BENCHMARKS.md.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from typing import Any
 
 import numpy as np
-from common import DATA_ROOT, announce, machine, paired, parse_args, run_at, spread, table
+from common import announce, machine, paired, parse_args, regression_cfg, run_at, spread, table
 
 from tfperf.measure import Probe, Run, compare, side_by_side
 
 # The TF1 tutorial's queue-over-feed_dict speed-up; tfperf should at least match it.
 TARGET = 1.57
-BATCH = 128
+BATCH = 128  # the batch of common.regression_cfg
 
 
 def numpy_feeding(steps: int, batch: int = BATCH, features: int = 1024) -> Run:
@@ -62,25 +61,10 @@ def numpy_feeding(steps: int, batch: int = BATCH, features: int = 1024) -> Run:
 
 def tfperf_train(steps: int, precision: str) -> Any:
     """A whole `tfperf train` run; its result's examples/s leaves out the compiling call."""
-    from tfperf.config import load_config
     from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import train
 
-    out = tempfile.mkdtemp(prefix="bench_feed_")
-    overrides = [
-        "workload=regression",
-        f"data.dir={DATA_ROOT / 'regression'}",
-        "data.examples=20000",
-        "data.eval_examples=100",
-        f"pipeline.batch_size={BATCH}",
-        "model.learning_rate=0.01",
-        f"train.out_dir={out}",
-        f"train.max_steps={steps}",
-        f"train.precision={precision}",
-        "train.monitor_system=false",
-        "train.checkpoint.every_steps=1000000",
-    ]
-    cfg = load_config(None, overrides)
+    cfg = regression_cfg("bench_feed_", steps, precision)
     ensure_workload_data(cfg, progress=False)
     return train(cfg, progress=False)
 

@@ -10,33 +10,13 @@ section.
 
 from __future__ import annotations
 
-import tempfile
 import time
 
-from common import DATA_ROOT, announce, machine, paired, parse_args, run_at, spread, table
+from common import announce, machine, paired, parse_args, regression_cfg, run_at, spread, table
 
 from tfperf.measure import Probe, Run, compare, side_by_side
 
-BATCH = 128
-
-
-def _cfg(steps: int, out: str):
-    from tfperf.config import load_config
-
-    overrides = [
-        "workload=regression",
-        f"data.dir={DATA_ROOT / 'regression'}",
-        "data.examples=20000",
-        "data.eval_examples=100",
-        f"pipeline.batch_size={BATCH}",
-        "model.learning_rate=0.01",
-        f"train.out_dir={out}",
-        f"train.max_steps={steps}",
-        "train.precision=float32",
-        "train.monitor_system=false",
-        "train.checkpoint.every_steps=1000000",
-    ]
-    return load_config(None, overrides)
+BATCH = 128  # the batch of common.regression_cfg
 
 
 def keras_fit(steps: int, steps_per_execution: int) -> Run:
@@ -49,7 +29,7 @@ def keras_fit(steps: int, steps_per_execution: int) -> Run:
 
     keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(0)
-    cfg = _cfg(steps, tempfile.mkdtemp())
+    cfg = regression_cfg("bench_fit_", steps, "float32")
     wl = get_workload("regression")
     model = wl.build_model()
     optimizer = keras.optimizers.Adam(1e-2)
@@ -73,7 +53,7 @@ def tfperf_loop(steps: int) -> tuple[Run, int]:
     from tfperf.inputs.datasets import ensure_workload_data
     from tfperf.train.loop import train
 
-    cfg = _cfg(steps, tempfile.mkdtemp(prefix="bench_fit_"))
+    cfg = regression_cfg("bench_fit_", steps, "float32")
     ensure_workload_data(cfg, progress=False)
     result = train(cfg, progress=False)
     return run_at(result.examples_per_sec, steps, BATCH), result.steps_per_loop

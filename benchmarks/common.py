@@ -11,6 +11,7 @@ import argparse
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +41,35 @@ def parse_args(doc: str, argv: Sequence[str] | None = None) -> argparse.Namespac
     p.add_argument("--repeats", type=int, default=None, help="override the repeats")
     p.add_argument("--batches", type=int, default=None, help="override batches per run")
     return p.parse_args(argv)
+
+
+def train_section(prefix: str, steps: int, precision: str) -> dict[str, Any]:
+    """A benchmark run file's `train` section: `steps` steps into a fresh temporary
+    directory, no system monitor, no checkpoint on the way."""
+    return {
+        "out_dir": tempfile.mkdtemp(prefix=prefix),
+        "max_steps": steps,
+        "precision": precision,
+        "monitor_system": False,
+        "checkpoint": {"every_steps": 1_000_000},
+    }
+
+
+def regression_cfg(prefix: str, steps: int, precision: str) -> Any:
+    """The regression workload's run (batch 128 x 1024 features, Adam(1e-2)), its data
+    generated once under DATA_ROOT."""
+    from tfperf.config import config_from_dict
+
+    data = {"dir": str(DATA_ROOT / "regression"), "examples": 20000, "eval_examples": 100}
+    return config_from_dict(
+        {
+            "workload": "regression",
+            "data": data,
+            "pipeline": {"batch_size": 128},
+            "model": {"learning_rate": 0.01},
+            "train": train_section(prefix, steps, precision),
+        }
+    )
 
 
 def say(msg: str) -> None:
