@@ -716,7 +716,7 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
     assert [r["v"].item() for r in read_back(tmp_path / "o")] == list(range(5, 35))
 
 
-# ---- a built-in workload whose offline step is a closure (seed A) ------------------------------
+# ---- a built-in workload whose offline step is a closure (distance maps) -----------------------
 def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
     from tfperf.data.convert_options import load_preprocess
     from tfperf.inputs.workload_data import offline_preprocess_ref

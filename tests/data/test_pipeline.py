@@ -155,7 +155,7 @@ def test_batched_parse_equals_per_example_parse(tmp_path):
 @pytest.mark.parametrize(
     ("requested", "record_bytes", "budget_mb", "granted"),
     [
-        (10_000, 194, 1024.0, 10_000),  # seed E's buffer of chess records fits easily
+        (10_000, 194, 1024.0, 10_000),  # the chess workload's buffer of its records fits easily
         (10_000, 824, 1.0, 2**20 // (824 + SHUFFLE_OVERHEAD_BYTES)),  # shrunk to the budget
         (100, 0, 1.0, 100),  # an empty record still costs the overhead
         (5, 2**20 - SHUFFLE_OVERHEAD_BYTES, 1.0, 1),  # exactly one record fits
