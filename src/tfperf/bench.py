@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -354,14 +353,6 @@ def _measure(
                 bar.update(description=running(done))
 
         probes = [_probe(p, batches, warmup) for p in plans]
-        # Every probe compiles its own pulling loop; TF's "excessive retracing" warning about
-        # these separate functions would be misleading, so TF's logger is quiet meanwhile.
-        tf_logger = logging.getLogger("tensorflow")
-        level = tf_logger.level
-        tf_logger.setLevel(logging.ERROR)
-        try:
-            measured = side_by_side(probes, repeats=repeats, on_run=on_run)
-        finally:
-            tf_logger.setLevel(level)
+        measured = side_by_side(probes, repeats=repeats, on_run=on_run)
     for plan in plans:
         plan.measurement.runs = measured[plan.measurement.name].runs

@@ -12,6 +12,7 @@ beside the next variant's timing.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -164,6 +165,14 @@ def training_probe(
     return Probe(name, run_once)
 
 
+class _NoRetraceWarning(logging.Filter):
+    """Drops TensorFlow's "excessive retracing" warning: every probe compiles its own pulling
+    loop on purpose, and TF would count these separate functions as retraces of one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "retracing" not in record.getMessage()
+
+
 def side_by_side(
     probes: Iterable[Probe],
     *,
@@ -177,13 +186,19 @@ def side_by_side(
     probes = list(probes)
     out = {p.name: Measurement(p.name) for p in probes}
     start = time.monotonic()
-    for r in range(repeats):
-        if r and time_limit is not None and time.monotonic() - start > time_limit:
-            break
-        for p in probes:
-            out[p.name].runs.append(p())
-            if on_run is not None:
-                on_run(p.name, r)
+    quiet = _NoRetraceWarning()
+    tf_logger = logging.getLogger("tensorflow")
+    tf_logger.addFilter(quiet)
+    try:
+        for r in range(repeats):
+            if r and time_limit is not None and time.monotonic() - start > time_limit:
+                break
+            for p in probes:
+                out[p.name].runs.append(p())
+                if on_run is not None:
+                    on_run(p.name, r)
+    finally:
+        tf_logger.removeFilter(quiet)
     return out
 
 
