@@ -100,7 +100,7 @@ def test_model_loss_and_optimizer(tmp_path):
     assert (wl.default_optimizer, wl.default_learning_rate) == ("adam", 1e-2)
     # The train loop takes the seed's Adam(1e-2) when the run file names no optimizer.
     from tfperf.config import config_from_dict
-    from tfperf.train.step import make_optimizer
+    from tfperf.train.model import make_optimizer
 
     opt = make_optimizer(config_from_dict({"workload": "regression"}), None, 100, wl)
     assert isinstance(opt, keras.optimizers.Adam)

@@ -16,10 +16,10 @@ from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
     SetOpt,
+    command,
     console,
     load_run,
     print_json,
-    user_errors,
 )
 from tfperf.data.manifest import manifest_path
 from tfperf.inputs.datasets import data_dir
@@ -82,12 +82,9 @@ def _table(report: Any) -> Any:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "bench",
-        help=HELP,
-        short_help="Measure the input pipeline alone, stage by stage, beside the original.",
+    @command(
+        app, "bench", HELP, "Measure the input pipeline alone, stage by stage, beside the original."
     )
-    @user_errors
     def bench(
         runfile: RunFileArg = None,
         set_: SetOpt = None,

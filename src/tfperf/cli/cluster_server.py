@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tfperf.cli.common import console, user_errors
+from tfperf.cli.common import command, console
 
 HELP = """Run one task of a training cluster: a TensorFlow gRPC server for the job 'ps' or
 'worker' at the address cluster.yaml gives it, serving until stopped (Ctrl-C/SIGTERM).
@@ -21,10 +21,7 @@ The chief is the coordinator: `tfperf train RUN --set train.strategy=parameter_s
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "cluster-server", help=HELP, short_help="Serve one ps/worker task of a training cluster."
-    )
-    @user_errors
+    @command(app, "cluster-server", HELP, "Serve one ps/worker task of a training cluster.")
     def cluster_server(
         job: Annotated[str, typer.Option("--job", help="This task's job: ps or worker.")],
         index: Annotated[

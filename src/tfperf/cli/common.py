@@ -62,6 +62,16 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def command(app: typer.Typer, name: str, help: str, short_help: str) -> Callable[[F], F]:
+    """Registers a command on `app` whose user errors print as one line (see user_errors)."""
+
+    def register(fn: F) -> F:
+        app.command(name, help=help, short_help=short_help)(user_errors(fn))
+        return fn
+
+    return register
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()

@@ -14,10 +14,10 @@ from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
     SetOpt,
+    command,
     console,
     load_run,
     print_json,
-    user_errors,
 )
 from tfperf.util.progress import progress_bar
 
@@ -48,8 +48,7 @@ findings (code, title, stage, evidence, change, expected, expected_speedup, kind
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("doctor", help=HELP, short_help="Find and fix input bottlenecks, measured.")
-    @user_errors
+    @command(app, "doctor", HELP, "Find and fix input bottlenecks, measured.")
     def doctor(
         runfile: RunFileArg = None,
         set_: SetOpt = None,

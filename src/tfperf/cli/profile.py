@@ -13,10 +13,10 @@ from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
     SetOpt,
+    command,
     console,
     load_run,
     print_json,
-    user_errors,
 )
 
 HELP = """Profile steps START..STOP (global steps, both included) of a real training run of
@@ -40,12 +40,12 @@ steps [START, STOP], out_dir, note.
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
+    @command(
+        app,
         "profile",
-        help=HELP,
-        short_help="Profile real training steps into timeline.json and TensorBoard's profile.",
+        HELP,
+        "Profile real training steps into timeline.json and TensorBoard's profile.",
     )
-    @user_errors
     def profile(
         runfile: RunFileArg = None,
         set_: SetOpt = None,

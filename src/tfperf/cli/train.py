@@ -13,10 +13,10 @@ from tfperf.cli.common import (
     JsonOpt,
     RunFileArg,
     SetOpt,
+    command,
     console,
     load_run,
     print_json,
-    user_errors,
 )
 from tfperf.util.format import number
 
@@ -54,12 +54,12 @@ restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipe
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
+    @command(
+        app,
         "train",
-        help=HELP,
-        short_help="Train with tfperf's loop (resumes, logs, checkpoints, measures input wait).",
+        HELP,
+        "Train with tfperf's loop (resumes, logs, checkpoints, measures input wait).",
     )
-    @user_errors
     def train_cmd(
         runfile: RunFileArg = None,
         set_: SetOpt = None,

@@ -22,18 +22,13 @@ from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.observe.feed import FeedMeter, PipelineSnapshot, pipeline_snapshot
 from tfperf.train.checkpoint import CheckpointHook, StopOnSignal
-from tfperf.train.compute_limit import compute_limit
 from tfperf.train.corrupt import corrupt_shards_named
 from tfperf.train.evaluator_process import finish_evaluator, spawn_evaluator
-from tfperf.train.setup import TrainSession, build_train_parts, prepare, run_call, say
+from tfperf.train.setup import TrainSession, prepare, run_call, say
 
-# compute_limit and build_train_parts are re-exported: doctor/probes.py and
-# benchmarks/bench_train_*.py import them from here.
 __all__ = [
     "TrainResult",
     "auto_steps_per_loop",
-    "build_train_parts",
-    "compute_limit",
     "plan_call_steps",
     "run_session",
     "train",

@@ -19,7 +19,6 @@ from typing import Any
 from tfperf.errors import UserError
 from tfperf.train.model import (
     adapt_features,
-    make_optimizer,  # noqa: F401 - re-exported: tests/workloads/test_regression.py
     match_rank,
     per_example,
     to_float32,
