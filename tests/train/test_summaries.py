@@ -36,9 +36,10 @@ def test_train_writes_scalars_histograms_and_graph(tmp_path):
         "input/wait_ms",
         "input/wait_fraction",
         "input/buffered",
-        "metrics/binary_accuracy",
+        "binary_accuracy",  # metrics under their own names, as the evaluator writes them
     }
     assert expected <= tags, expected - tags
+    assert not any(t.startswith(("metrics/", "eval/")) for t in tags)
     assert any(t.startswith("input/stage_us/") for t in tags)
     loss_steps = [e.step for e in acc.Tensors("loss")]
     assert loss_steps == [3, 6, 9, 12]  # every call (log_every=1), at the call's last step
@@ -50,6 +51,34 @@ def test_train_writes_scalars_histograms_and_graph(tmp_path):
 
     lrs = [float(make_ndarray(e.tensor_proto)) for e in acc.Tensors("learning_rate")]
     assert lrs[0] > lrs[-1]  # cosine decay after warm-up
+
+
+def test_auto_steps_per_loop_still_logs_every_log_every_steps(tmp_path):
+    """steps_per_loop: auto sizes calls for speed (up to 1000 steps); they are cut at
+    multiples of log_every so that TensorBoard gets a point every log_every steps."""
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(
+        tmp_path, data, max_steps=60, log_every=10, steps_per_loop="auto", histogram_every=60
+    )
+    result = train(load_config(rf), progress=False)
+    loss_steps = [e.step for e in _events(result.log_dir / "train").Tensors("loss")]
+    assert loss_steps == [10, 20, 30, 40, 50, 60]
+
+
+def test_training_and_evaluation_share_tags_in_their_own_run_folders(tmp_path):
+    """logs/train and logs/eval hold the same tags (loss, accuracy), as Keras writes them,
+    so that TensorBoard draws training and evaluation on one chart."""
+    from tfperf.train.watch import watch
+
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=4)
+    cfg = load_config(rf, ["model.metrics=[binary_accuracy]", "data.eval_split=train"])
+    result = train(cfg, progress=False)
+    watch(cfg, poll=0.1, timeout=60)
+    train_tags = set(_events(result.log_dir / "train").Tags()["tensors"])
+    eval_tags = set(_events(result.log_dir / "eval").Tags()["tensors"])
+    assert eval_tags == {"loss", "binary_accuracy"}
+    assert eval_tags <= train_tags
 
 
 def test_pipeline_snapshot_reads_tf_data_model():

@@ -45,8 +45,9 @@ def evaluate(
         typer.Option(
             "--watch",
             help="Keep evaluating each new checkpoint of the run until the "
-            "FINAL one (written when training ends normally), then exit. Writes eval/* "
-            "TensorBoard scalars, eval_results.jsonl and best/ in train.out_dir.",
+            "FINAL one (written when training ends normally), then exit. Writes TensorBoard "
+            "scalars to logs/eval (training's tags: loss, accuracy, ...), eval_results.jsonl "
+            "and best/ in train.out_dir.",
         ),
     ] = False,
     all_: Annotated[

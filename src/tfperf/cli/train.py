@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tfperf.cli.common import (
@@ -16,6 +17,7 @@ from tfperf.cli.common import (
     command,
     console,
     load_run,
+    print_error,
     print_json,
 )
 from tfperf.util.format import number
@@ -35,7 +37,9 @@ before exiting.
 Stops at train.max_steps (a global step), train.epochs or train.max_time (seconds); a
 NaN/Inf loss stops training with an error naming the steps.
 
-Writes {out_dir}/logs/train for TensorBoard: loss, metrics, learning_rate,
+One `tfperf train` at a time per train.out_dir: a second one is refused, naming the first.
+Writes {out_dir}/logs/train for TensorBoard: loss, each metric under its own name (the
+evaluator writes the same tags to logs/eval: one chart each), learning_rate,
 step/examples_per_sec, step/time_ms, input/wait_ms, input/wait_fraction, input/buffered,
 input/stage_us/*, weight histograms, and the train function's graph. When training ends
 normally, {out_dir}/checkpoints/FINAL ({"step": N, "checkpoint": path}) marks the end.
@@ -49,7 +53,9 @@ one_device | mirrored | multi_worker (TF_CONFIG) | parameter_server (train.clust
 wall time), wait_ms_mean, final_loss, metrics, precision, precision_detail, strategy,
 stopped_because (max_steps | epochs | max_time | signal), steps_per_loop, global_batch,
 restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipeline
-(the prefetch buffer and each stage's us/element from tf.data's model).
+(the prefetch buffer and each stage's us/element from tf.data's model), evaluator (with
+--evaluator: exit_code, failed, error, last result, summary; a failed evaluator makes
+the command exit 1 after training).
 """
 
 
@@ -116,9 +122,18 @@ def register(app: typer.Typer) -> None:
         )
         if json_out:
             print_json(result.to_dict())
-            return
-        print_summary(result, console)
-        if result.stopped_because == "signal":
+        else:
+            print_summary(result, console)
+        if result.evaluator is not None and result.evaluator["failed"]:
+            # Training's own work is saved; the run still fails, so scripts notice.
+            print_error(
+                f"--evaluator: the evaluator failed (exit status "
+                f"{result.evaluator['exit_code']}): {result.evaluator['error']}; see "
+                f"{result.evaluator['log']}; training finished and its checkpoints are kept "
+                "(evaluate them with `tfperf evaluate RUNFILE --watch --all`)"
+            )
+            raise typer.Exit(1)
+        if result.stopped_because == "signal" and not json_out:
             raise typer.Exit(130)
 
 
@@ -143,6 +158,8 @@ def print_summary(result: TrainResult, console: Any) -> None:
     t.add_row("precision", (result.precision_detail or result.precision).removeprefix("precision "))
     t.add_row("strategy", result.strategy)
     t.add_row("checkpoint", str(result.checkpoint or result.checkpoint_dir))
+    if result.evaluator is not None:
+        t.add_row("evaluator", escape(result.evaluator["summary"]))
     t.add_row("TensorBoard", f"tensorboard --logdir {result.log_dir}")
     console.print(t)
     if result.pipeline is not None and result.pipeline.stages:

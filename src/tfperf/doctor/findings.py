@@ -19,7 +19,7 @@ class Finding:
     change: str  # what to change, concretely
     expected: str  # the gain it expects, in words
     expected_speedup: float | None  # training examples/s after / before (None: not a speed gain)
-    kind: str  # "risk" (RAM), "input", "compute", "data"
+    kind: str  # "risk" (RAM), "input", "compute", "data", "resume" (what a resume loses)
     stage_index: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

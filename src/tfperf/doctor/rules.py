@@ -2,7 +2,7 @@
 findings, each with its evidence, the concrete change and the gain it expects, and the
 verdict (how input-bound the run is). Ranking: RAM risks first, then by expected speedup.
 
-It measures nothing: diagnose.py gathers the `Evidence` the rules read. One job (thirteen
+It measures nothing: diagnose.py gathers the `Evidence` the rules read. One job (fourteen
 rules and their wording), hence its length.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 from tfperf.doctor import lint
 from tfperf.doctor.findings import Finding, StageTiming
+from tfperf.train.run_input import EXACT_RESUME_CHANGE, RESUME_WITHOUT_INPUT, stateful_reason
 from tfperf.util.format import number
 
-HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
 HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
 SMALL_BATCH_GAIN = 1.3  # compute at 4x the batch must be this much faster per example
 PRECISION_GAIN = 1.1  # another policy must be this much faster to be advised
@@ -462,7 +462,32 @@ def rule_precision(ctx: Evidence) -> list[Finding]:
     ]
 
 
+def rule_input_not_checkpointable(ctx: Evidence) -> list[Finding]:
+    """A stage TensorFlow cannot save in an iterator: `tfperf train` then trains without
+    train.checkpoint_input (not a speed finding: what a resume does)."""
+    for st in ctx.graph.stages:
+        reason = stateful_reason(st.fn_ops | {st.op}, generator=st.is_generator)
+        if reason is None:
+            continue
+        return [
+            Finding(
+                "input_not_checkpointable",
+                "the input iterator cannot be checkpointed",
+                st.label,
+                f"{st.label}: {reason}; TensorFlow refuses to save an iterator over it, so "
+                "`tfperf train` trains without train.checkpoint_input",
+                f"{EXACT_RESUME_CHANGE}; or set train.checkpoint_input=false to accept it",
+                f"as it is, {RESUME_WITHOUT_INPUT}",
+                None,
+                "resume",
+                st.index,
+            )
+        ]
+    return []
+
+
 RULES = (
+    rule_input_not_checkpointable,
     rule_shuffle_budget,
     rule_py_function,
     rule_from_generator,

@@ -15,6 +15,7 @@ from tfperf.config import RunConfig
 from tfperf.data.manifest import Manifest, ManifestError, load_manifest, manifest_path
 from tfperf.data.pipeline import make_dataset, skipped_records
 from tfperf.errors import UserError
+from tfperf.inputs.user_code import call_user
 from tfperf.util.imports import load_object
 from tfperf.workloads import Workload, get_workload
 
@@ -139,12 +140,13 @@ def skipped_per_epoch(cfg: RunConfig, *, training: bool = True, split: str | Non
     return sum(skipped_records(sh.files, sh.records, sh.compression).values())
 
 
-def _call_user_pipeline(fn: Any, **kwargs: Any) -> Any:
+def _call_user_pipeline(fn: Any, spec: str, source: str | None, **kwargs: Any) -> Any:
     # Pass only the arguments the user's function declares.
+    doing = f"building the {'training' if kwargs.get('training') else 'evaluation'} dataset"
     params = inspect.signature(fn).parameters
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return fn(**kwargs)
-    return fn(**{k: v for k, v in kwargs.items() if k in params})
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+    return call_user(fn, "data.pipeline", spec, doing, source, **kwargs)
 
 
 def make_input_dataset(
@@ -168,6 +170,8 @@ def make_input_dataset(
         fn = load_object(cfg.data.pipeline, field="data.pipeline", search_dir=here)
         ds = _call_user_pipeline(
             fn,
+            cfg.data.pipeline,
+            cfg.source,
             training=training,
             batch_size=batch,
             split=split,

@@ -1,6 +1,7 @@
-"""TensorBoard for training: scalars (loss, metrics, learning rate, examples/s, step time,
-input/*), histograms of every trainable variable every N steps, and the train function's op
-graph once. A hook; it only writes what the loop measured (see observe/feed.py).
+"""TensorBoard for training: scalars in logs/train (loss and metrics under the tags the
+evaluator uses in logs/eval, learning rate, examples/s, step time, input/*), histograms of
+every trainable variable every N steps, and the train function's op graph once. A hook; it
+only writes what the loop measured (see observe/feed.py).
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ def write_graph(writer: Any, graph: Any) -> bool:
 
 # Keys of the loop's logs that are bookkeeping, not metrics.
 _NOT_SCALARS = ("first_step", "steps")
+METRICS_PREFIX = "metrics/"
+
+
+def tag(key: str) -> str:
+    """The TensorBoard tag of a log key: metrics under their own names (loss, accuracy),
+    as the evaluator writes them in logs/eval, so that TensorBoard draws training and
+    evaluation on one chart (as Keras does); learning_rate, step/*, input/* and system/*
+    keep their names."""
+    return key.removeprefix(METRICS_PREFIX)
 
 
 class SummaryHook(Hook):
@@ -85,7 +95,7 @@ class SummaryHook(Hook):
             self.graph_written = graph is not None and write_graph(writer, graph)
 
     def _scalars(self, run: RunState, step: int, logs: dict[str, float]) -> None:
-        values = {k: v for k, v in logs.items() if k not in _NOT_SCALARS}
+        values = {tag(k): v for k, v in logs.items() if k not in _NOT_SCALARS}
         write_scalars(run.train_writer, step, values)
         self.last_logged = step
 

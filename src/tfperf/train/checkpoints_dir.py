@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfperf.errors import UserError
 from tfperf.util.files import write_text_atomic
+from tfperf.util.lock import folder_lock
 
 STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file
 FINAL_NAME = "FINAL"
@@ -43,6 +45,30 @@ def run_dirs(cfg: Any) -> RunDirs:
     """train.out_dir (relative to the run file's folder, like every run-file path)."""
     out = Path(cfg.resolve(cfg.train.out_dir) or cfg.train.out_dir)
     return RunDirs(out, out / "checkpoints", out / "logs")
+
+
+class OutDirError(UserError):
+    """train.out_dir cannot be created or written."""
+
+
+def hold_out_dir(stack: ExitStack, cfg: Any, dirs: RunDirs) -> None:
+    """Takes train.out_dir's folder lock until `stack` closes (another `tfperf train` there
+    is refused, naming this process) and makes the run's folders; a folder that cannot be
+    written is an OutDirError naming it."""
+    try:
+        stack.enter_context(folder_lock(dirs.out_dir, "tfperf train", what="train.out_dir"))
+        for folder in (dirs.checkpoint_dir, dirs.log_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        # Which existing path is in the way: a file where a folder must be, or no write access.
+        blocker = next((p for p in (dirs.out_dir, *dirs.out_dir.parents) if p.exists()), None)
+        why = f"{blocker} is a file" if blocker is not None and blocker.is_file() else None
+        raise OutDirError(
+            f"train.out_dir: making the run's folder {dirs.out_dir} failed: "
+            f"{exc.strerror or exc} ({why or exc.filename}); expected a folder this user can "
+            f"create and write in; change train.out_dir in {cfg.source or 'the run file'} "
+            "(or --set train.out_dir=PATH)"
+        ) from None
 
 
 @dataclass(frozen=True)

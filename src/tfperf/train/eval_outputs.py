@@ -1,7 +1,7 @@
-"""What the watching evaluator writes for a run: eval/* TensorBoard scalars at each
-checkpoint's step, a line per evaluated checkpoint in eval_results.jsonl, and best/ (a
-whole copy of the best checkpoint by eval.metric and eval.mode). Never writes into
-checkpoints/.
+"""What the watching evaluator writes for a run: TensorBoard scalars in logs/eval at each
+checkpoint's step (the tags training writes in logs/train: loss, accuracy, ...), a line per
+evaluated checkpoint in eval_results.jsonl, and best/ (a whole copy of the best checkpoint
+by eval.metric and eval.mode). Never writes into checkpoints/.
 """
 
 from __future__ import annotations
@@ -22,6 +22,30 @@ RESULTS_NAME = "eval_results.jsonl"
 BEST_DIR = "best"
 
 
+def check_eval_metric(cfg: RunConfig, names: list[str]) -> None:
+    """eval.metric (which chooses best/) must be the loss or one of the metrics computed."""
+    if cfg.eval.metric not in names:
+        raise UserError(
+            f"eval.metric: expected one of {sorted(names)}, found '{cfg.eval.metric}'; set it "
+            f"in {cfg.source or 'the run file'} (model.metrics lists the metrics computed)"
+        )
+
+
+def last_record(out_dir: Path, since: float = 0.0) -> dict[str, Any] | None:
+    """The last line of {out_dir}/eval_results.jsonl written at or after `since` (time.time())."""
+    try:
+        lines = (out_dir / RESULTS_NAME).read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a torn last line from a killed evaluator
+        return rec if float(rec.get("time", 0.0)) >= since else None
+    return None
+
+
 @dataclass
 class EvalRecord:
     """One evaluated checkpoint: a line of eval_results.jsonl."""
@@ -40,7 +64,7 @@ class EvalRecord:
 
 
 class EvalOutputs:
-    """eval/* TensorBoard scalars, eval_results.jsonl and best/ of one run."""
+    """TensorBoard scalars (logs/eval), eval_results.jsonl and best/ of one run."""
 
     def __init__(self, cfg: RunConfig, out_dir: Path, log_dir: Path):
         # TensorFlow is imported on first use so that `tfperf --help` stays fast.
@@ -81,14 +105,11 @@ class EvalOutputs:
     def write(self, record: EvalRecord) -> None:
         import tensorflow as tf
 
-        if self.cfg.eval.metric not in record.metrics:  # checked before anything is written
-            raise UserError(
-                f"eval.metric: expected one of {sorted(record.metrics)}, "
-                f"found '{self.cfg.eval.metric}'"
-            )
+        check_eval_metric(self.cfg, list(record.metrics))  # before anything is written
         with self.writer.as_default():
             for name, value in record.metrics.items():
-                tf.summary.scalar(f"eval/{name}", value, step=record.step)
+                # Training's tags in another run folder: TensorBoard draws both on one chart.
+                tf.summary.scalar(name, value, step=record.step)
         self.writer.flush()
         record.best = self._update_best(record)
         with self.results.open("a") as f:

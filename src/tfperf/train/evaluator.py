@@ -18,7 +18,10 @@ from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.train.checkpoints_dir import resolve_prefix, run_dirs
-from tfperf.train.model import adapt_features, build_model_and_loss, per_example
+from tfperf.train.eval_outputs import check_eval_metric
+from tfperf.train.fit_check import check_fit
+from tfperf.train.model import adapt_features, build_model_and_loss
+from tfperf.train.objectives import per_example
 from tfperf.train.warm_start import read_checkpoint_variables
 from tfperf.util.progress import progress_bar
 
@@ -35,6 +38,35 @@ def run_paths(cfg: RunConfig) -> tuple[Path, Path, Path]:
     return dirs.out_dir, dirs.checkpoint_dir, dirs.eval_logs
 
 
+def eval_dataset(cfg: RunConfig, max_batches: int | None = None) -> Any:
+    """The eval split's batches (eval.batch_size), which must end unless `max_batches`."""
+    import tensorflow as tf
+
+    batch = cfg.eval.batch_size or cfg.pipeline.batch_size
+    ds = make_input_dataset(cfg, training=False, batch_size=batch)
+    if ds.cardinality() == tf.data.INFINITE_CARDINALITY and max_batches is None:
+        raise UserError(
+            "eval.steps: the eval dataset repeats forever; set eval.steps (batches per "
+            "evaluation) or make data.pipeline return one epoch when training=False"
+        )
+    return ds
+
+
+def check_eval_settings(cfg: RunConfig, metric_names: list[str]) -> None:
+    """What the watching evaluator would stop at, checked before training starts (`train
+    --evaluator`): its eval split builds and ends, and eval.metric is one it computes."""
+    try:
+        eval_dataset(cfg, cfg.eval.steps)
+    except UserError as exc:
+        raise UserError(
+            f"--evaluator: the evaluator reads data.eval_split '{cfg.data.eval_split}': {exc}; "
+            "convert an eval split beside the training data (`tfperf convert SOURCE --out "
+            "DIR --split eval`), or set data.eval_split (or eval.steps) in "
+            f"{cfg.source or 'the run file'}"
+        ) from None
+    check_eval_metric(cfg, ["loss", *metric_names])
+
+
 class Evaluator:
     """The run file's model and eval data, built once; `evaluate(prefix)` restores a
     checkpoint into the model and returns the mean loss and metrics over the eval split
@@ -49,33 +81,16 @@ class Evaluator:
         self.max_batches = max_batches or cfg.eval.steps
         self.model, self.loss_fn, self.metric_fns = build_model_and_loss(cfg)
         self._adapt = adapt_features
-        self.dataset = make_input_dataset(
-            cfg, training=False, batch_size=cfg.eval.batch_size or cfg.pipeline.batch_size
+        self.dataset = eval_dataset(cfg, self.max_batches)
+        # Builds the model and checks it against the eval batches (inputs, output, labels).
+        check_fit(
+            cfg, self.model, self.dataset.element_spec, [self.loss_fn, *self.metric_fns.values()]
         )
-        infinite = self.dataset.cardinality() == tf.data.INFINITE_CARDINALITY
-        if infinite and self.max_batches is None:
-            raise UserError(
-                "eval.steps: the eval dataset repeats forever; set eval.steps (batches per "
-                "evaluation) or make data.pipeline return one epoch when training=False"
-            )
-        self._build()
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         # Only model and step: the evaluator never needs the optimizer or the iterator.
         self.checkpoint = tf.train.Checkpoint(model=self.model, step=self.step)
         # Batch shapes vary (the last batch of an epoch): trace generically, not per shape.
         self._batch_fn = tf.function(self._batch, reduce_retracing=True)
-
-    def _build(self) -> None:
-        import tensorflow as tf
-
-        if self.model.built and self.model.weights:
-            return
-        features_spec = self.dataset.element_spec[0]
-
-        def zeros(spec: Any) -> Any:
-            return tf.zeros([1 if d is None else d for d in spec.shape.as_list()], spec.dtype)
-
-        self.model(self._adapt(self.model, tf.nest.map_structure(zeros, features_spec)))
 
     def _batch(self, features: Any, labels: Any) -> dict[str, Any]:
         import tensorflow as tf

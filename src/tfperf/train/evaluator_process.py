@@ -1,5 +1,6 @@
 """The evaluator as a child process of training (`tfperf train --evaluator`): starting it
-on the CPU with its output in {out_dir}/logs/evaluator.log, ending it with the run, and
+on the CPU with its output in {out_dir}/logs/evaluator.log, saying when it dies, ending it
+with the run (its exit status and last result are the run's `EvaluatorOutcome`), and
 its entry point, `python -m tfperf.train.evaluator_process RUNFILE --parent-pid PID`,
 which watches the run's checkpoints until the FINAL one or until the trainer is gone.
 """
@@ -10,14 +11,21 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 
 from tfperf.config import load_config
 from tfperf.errors import UserError
+from tfperf.hooks import Hook, RunState
+from tfperf.train.checkpoint import CheckpointHook
 from tfperf.train.checkpoints_dir import run_dirs
+from tfperf.train.eval_outputs import last_record
 
 MODULE = "tfperf.train.evaluator_process"  # what the child runs (`python -m MODULE`)
 # Seconds the trainer waits, after a normal end, for the evaluator to finish the last
@@ -47,22 +55,100 @@ def spawn_evaluator(
         )
 
 
-def finish_evaluator(child: subprocess.Popen | None, *, normal: bool) -> None:
+def finish_evaluator(child: subprocess.Popen, *, normal: bool) -> tuple[int | None, bool]:
     """After a normal end the evaluator sees FINAL, evaluates the last checkpoint and exits;
-    otherwise it would watch forever, so it is stopped."""
-    if child is None:
-        return
+    otherwise it would watch forever, so it is stopped. Returns (its exit status, whether
+    it was stopped here)."""
     if normal:
         try:
-            child.wait(timeout=FINISH_TIMEOUT)
-            return
+            return child.wait(timeout=FINISH_TIMEOUT), False
         except subprocess.TimeoutExpired:
             pass
+    if child.poll() is not None:
+        return child.returncode, False  # it had ended by itself
     child.terminate()
     try:
         child.wait(timeout=TERMINATE_TIMEOUT)
     except subprocess.TimeoutExpired:
         child.kill()
+    return child.wait(), True
+
+
+@dataclass
+class EvaluatorOutcome:
+    """How the evaluator beside a training run ended, and its last result."""
+
+    exit_code: int | None
+    stopped: bool  # stopped by the trainer (training did not end normally)
+    error: str | None  # its last error line, when it failed
+    last: dict[str, Any] | None  # its last line of eval_results.jsonl from this run
+    log: str
+
+    @property
+    def failed(self) -> bool:
+        return not self.stopped and self.exit_code != 0
+
+    def describe(self) -> str:
+        """'step N: loss=..., mae=...' or why there is no result."""
+        if self.failed:
+            return f"failed (exit status {self.exit_code}): {self.error or 'see ' + self.log}"
+        if self.last is None:
+            return "no checkpoint evaluated" + (" (stopped with training)" if self.stopped else "")
+        metrics = ", ".join(f"{k}={v:.5g}" for k, v in self.last.get("metrics", {}).items())
+        best = " (best)" if self.last.get("best") else ""
+        return f"step {self.last.get('step')}: {metrics}{best}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "failed": self.failed, "summary": self.describe()}
+
+
+def _last_error(log_path: Path, offset: int) -> str | None:
+    """The last 'error:' line the evaluator logged since `offset`, else its last line (a
+    traceback's last line names the exception)."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(offset)
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return None
+    lines = [ln for ln in lines if ln]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    return (errors or lines or [None])[-1]
+
+
+class EvaluatorChild(Hook):
+    """The evaluator process beside a training run: says once if it dies while training
+    goes on, and at the end is awaited (or stopped) into `outcome`."""
+
+    def __init__(self, runfile: str, overrides: Sequence[str], out_dir: Path, log_dir: Path):
+        self.out_dir, self.log = out_dir, log_dir / "evaluator.log"
+        self.offset = self.log.stat().st_size if self.log.exists() else 0
+        self.started = time.time()
+        self.proc = spawn_evaluator(runfile, overrides, log_path=self.log)
+        self.outcome: EvaluatorOutcome | None = None
+        self._told = False
+
+    def on_loop_end(self, run: RunState, step: int, logs: dict[str, float]) -> None:
+        code = self.proc.poll()
+        if code not in (None, 0) and not self._told:
+            self._told = True
+            Console(stderr=True).print(
+                f"evaluator: exited with status {code} at training step {step}: "
+                f"{_last_error(self.log, self.offset) or 'see ' + str(self.log)}; training "
+                "goes on (evaluate its checkpoints later with `tfperf evaluate RUNFILE --watch`)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+
+    def on_train_end(self, run: RunState, logs: dict[str, float]) -> None:
+        # After the checkpoint hook (earlier in the list) has written FINAL.
+        code, stopped = finish_evaluator(
+            self.proc, normal=run.stop_reason in CheckpointHook.NORMAL_ENDS
+        )
+        error = _last_error(self.log, self.offset) if code not in (0, None) else None
+        last = last_record(self.out_dir, self.started)
+        self.outcome = EvaluatorOutcome(code, stopped, error, last, str(self.log))
 
 
 def _parser() -> argparse.ArgumentParser:

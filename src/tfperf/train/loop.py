@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.observe.feed import FeedMeter, PipelineSnapshot, pipeline_snapshot
-from tfperf.train.checkpoint import CheckpointHook, StopOnSignal
+from tfperf.train.checkpoint import StopOnSignal
 from tfperf.train.corrupt import corrupt_shards_named
-from tfperf.train.evaluator_process import finish_evaluator, spawn_evaluator
+from tfperf.train.evaluator import check_eval_settings
+from tfperf.train.evaluator_process import EvaluatorChild
 from tfperf.train.setup import TrainSession, prepare, run_call, say
 
 __all__ = [
@@ -63,6 +65,7 @@ class TrainResult:
     buffered_mean: float | None = None
     pipeline: PipelineSnapshot | None = None
     checkpoint: str | None = None
+    evaluator: dict[str, Any] | None = None  # EvaluatorOutcome.to_dict() with --evaluator
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -73,15 +76,21 @@ class TrainResult:
 
 # ---- planning (pure) -----------------------------------------------------------------------
 def plan_call_steps(
-    step: int, steps_per_loop: int, target: int | None, checkpoint_every: int | None
+    step: int,
+    steps_per_loop: int,
+    target: int | None,
+    checkpoint_every: int | None,
+    log_every: int | None = None,
 ) -> int:
     """Steps in the next call: steps_per_loop, cut at the target and at the next checkpoint
-    boundary (so that checkpoints land on exact multiples of checkpoint.every_steps)."""
+    boundary (so that checkpoints land on exact multiples of checkpoint.every_steps), and
+    at the next logging boundary when `log_every` is given (`steps_per_loop: auto`)."""
     n = steps_per_loop
     if target is not None:
         n = min(n, target - step)
-    if checkpoint_every:
-        n = min(n, checkpoint_every - step % checkpoint_every)
+    for every in (checkpoint_every, log_every):
+        if every:
+            n = min(n, every - step % every)
     return max(1, n)
 
 
@@ -152,18 +161,27 @@ def train(
     # (an evaluator, a test) are not silently built in mixed precision.
     previous = keras.config.dtype_policy()
     try:
-        with corrupt_shards_named(cfg):
-            session = prepare(cfg, hooks=hooks, max_steps=max_steps, progress=progress)
+        # The lock on train.out_dir is held for the whole run (another `tfperf train` there
+        # is refused); the evaluator beside it only reads checkpoints and takes none.
+        with corrupt_shards_named(cfg), ExitStack() as held:
+            session = prepare(cfg, hooks=hooks, max_steps=max_steps, progress=progress, held=held)
             child = None
             if evaluator and session.info.is_chief:
-                if cfg.source is None:
-                    raise UserError(
-                        "--evaluator: needs a run file (the evaluator reads the same one)"
-                    )
-                child = spawn_evaluator(cfg.source, list(overrides))
+                child = _start_evaluator(session, overrides)
             return run_session(session, evaluator=child)
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+def _start_evaluator(session: TrainSession, overrides: Sequence[str]) -> EvaluatorChild:
+    """Checks what the evaluator would stop at before training starts, then starts it."""
+    cfg = session.cfg
+    if cfg.source is None:
+        raise UserError("--evaluator: needs a run file (the evaluator reads the same one)")
+    check_eval_settings(cfg, list(session.parts.train_step.metric_fns))
+    child = EvaluatorChild(cfg.source, list(overrides), session.dirs.out_dir, session.dirs.log_dir)
+    session.hooks.hooks.append(child)  # last: its end waits for the checkpoint hook's FINAL
+    return child
 
 
 def _stop_reason(step: int, target: int | None, reason: str, deadline: float | None) -> str | None:
@@ -174,17 +192,31 @@ def _stop_reason(step: int, target: int | None, reason: str, deadline: float | N
     return None
 
 
-def run_session(session: TrainSession, *, evaluator: Any = None) -> TrainResult:
-    """Calls the train function until a stop reason; `evaluator` (a child process) is
-    awaited after a normal end and stopped otherwise."""
+def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = None) -> TrainResult:
+    """Calls the train function until a stop reason; `evaluator` (a child process, one of
+    the session's hooks) is awaited after a normal end and stopped otherwise."""
     s, run_state, hooks = session, session.run, session.hooks
     cfg, info = s.cfg, s.info
     meter = FeedMeter()
     start_step = step = run_state.step
     spl = StepsPerLoop(cfg.train.steps_per_loop)
+    ckpt_every = cfg.train.checkpoint.every_steps
+    # auto sizes calls for speed alone: cut them where TensorBoard expects a point too; a
+    # fixed steps_per_loop is the user's choice (scalars then come once per call).
+    log_every = cfg.train.log_every if spl.fixed is None else None
+    if spl.fixed is not None and spl.fixed > cfg.train.log_every:
+        say(
+            s.progress,
+            f"note: train.steps_per_loop={spl.fixed} > train.log_every={cfg.train.log_every}: "
+            f"scalars are written once per call (every {spl.fixed} steps)",
+        )
     deadline = time.monotonic() + cfg.train.max_time if cfg.train.max_time else None
     logs: dict[str, float] = {}
     last_snapshot: PipelineSnapshot | None = None
+    if s.target is not None and step >= s.target:
+        say(
+            True, f"already at step {step} (target {s.target}, {s.target_reason}): nothing to train"
+        )
     try:
         with StopOnSignal(run_state):
             hooks.on_train_begin(run_state)
@@ -192,7 +224,7 @@ def run_session(session: TrainSession, *, evaluator: Any = None) -> TrainResult:
                 run_state.stop_reason = _stop_reason(step, s.target, s.target_reason, deadline)
                 if run_state.stop_reason is not None:
                     break
-                n = plan_call_steps(step, spl.steps, s.target, cfg.train.checkpoint.every_steps)
+                n = plan_call_steps(step, spl.steps, s.target, ckpt_every, log_every)
                 hooks.on_loop_begin(run_state, step)
                 t0 = time.perf_counter()
                 out = run_call(info, s.parts.train_step, s.iterator, n)
@@ -215,11 +247,7 @@ def run_session(session: TrainSession, *, evaluator: Any = None) -> TrainResult:
                     "stopping; run the same command to resume",
                 )
     finally:
-        try:
-            hooks.on_train_end(run_state, logs)
-        finally:
-            normal = run_state.stop_reason in CheckpointHook.NORMAL_ENDS
-            finish_evaluator(evaluator, normal=normal)
+        hooks.on_train_end(run_state, logs)
     if run_state.stop_reason == "nan":
         raise NonFiniteLossError(run_state.nan_message or "the loss is not finite")
     return TrainResult(
@@ -243,6 +271,7 @@ def run_session(session: TrainSession, *, evaluator: Any = None) -> TrainResult:
         buffered_mean=meter.buffered_mean,
         pipeline=last_snapshot,
         checkpoint=run_state.last_checkpoint,
+        evaluator=evaluator.outcome.to_dict() if evaluator and evaluator.outcome else None,
     )
 
 

@@ -5,11 +5,12 @@ parts the train step (train/step.py) and the evaluator share.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tfperf.errors import UserError
+from tfperf.inputs.user_code import call_user
+from tfperf.train.objectives import Objective, metric_name, resolve_loss, resolve_metric
 from tfperf.util.imports import load_object
 
 
@@ -18,7 +19,7 @@ class ModelError(UserError):
 
 
 # ---- the model, loss, metrics and optimizer -----------------------------------------------
-def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
+def build_model_and_loss(cfg: Any) -> tuple[Any, Objective, dict[str, Objective]]:
     """(keras.Model, per-example loss fn(y_true, y_pred), {name: per-example metric fn}).
 
     The model comes from model.name ('module:function') or the workload. The loss is the
@@ -35,7 +36,10 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
     if cfg.model.name:
         here = str(Path(cfg.source).parent) if cfg.source else None
         fn = load_object(cfg.model.name, field="model.name", search_dir=here)
-        model = fn() if callable(fn) else fn
+        doing = "building the model"
+        model = (
+            call_user(fn, "model.name", cfg.model.name, doing, cfg.source) if callable(fn) else fn
+        )
     elif wl is not None:
         model = wl.build_model()
     else:
@@ -60,75 +64,15 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Callable, dict[str, Callable]]:
             "model.loss: expected a Keras loss name (e.g. mse, binary_crossentropy), "
             "found nothing set and the model is not compiled"
         )
-    loss = _rank_safe(resolve_loss(loss_spec, where))
+    loss = resolve_loss(loss_spec, where)
     if cfg.model.metrics is not None:
         names, where = list(cfg.model.metrics), "model.metrics"
     elif wl is not None and wl.metrics:
         names, where = list(wl.metrics), f"workload {wl.name}'s metrics"
     else:
         names, where = list(compiled.get("metrics") or []), "the compiled model's metrics"
-    metrics = {metric_name(m): _rank_safe(resolve_metric(m, where)) for m in names}
+    metrics = {metric_name(m): resolve_metric(m, where) for m in names}
     return model, loss, metrics
-
-
-LOGITS_SUFFIX = "_from_logits"
-
-
-def _get_or_none(getter: Callable, name: str) -> Any:
-    try:
-        return getter(name)
-    except (ValueError, TypeError):
-        return None
-
-
-def resolve_loss(spec: Any, where: str) -> Callable:
-    """A per-example loss function from a name, a Loss object or a function."""
-    import keras
-
-    obj = None
-    if isinstance(spec, str) and spec.endswith(LOGITS_SUFFIX):
-        # 'binary_crossentropy_from_logits': a run file's way to say from_logits=True.
-        fn = _get_or_none(keras.losses.get, spec.removesuffix(LOGITS_SUFFIX))
-        if fn is not None:
-            return lambda y, p: fn(y, p, from_logits=True)
-    elif isinstance(spec, str):
-        obj = _get_or_none(keras.losses.get, spec)
-    else:
-        obj = spec
-    if obj is None:
-        raise ModelError(
-            f"{where}: expected a Keras loss name (mse, binary_crossentropy, "
-            f"binary_crossentropy{LOGITS_SUFFIX}, ...), found {spec!r}"
-        )
-    if isinstance(obj, keras.losses.Loss):
-        return obj.call  # the unreduced per-example values (no reduction, no mask)
-    if callable(obj):
-        return obj
-    raise ModelError(f"{where}: expected a loss function or keras.losses.Loss, found {spec!r}")
-
-
-def metric_name(spec: Any) -> str:
-    return spec if isinstance(spec, str) else getattr(spec, "name", getattr(spec, "__name__", "m"))
-
-
-def resolve_metric(spec: Any, where: str) -> Callable:
-    """Per-example metric functions only: they reduce correctly across replicas and steps."""
-    import keras
-
-    try:
-        obj = keras.metrics.get(spec) if isinstance(spec, str) else spec
-    except ValueError:
-        obj = None
-    fn = getattr(obj, "_fn", None)  # MeanMetricWrapper (accuracy, mae, ...)
-    if fn is not None:
-        kwargs = dict(getattr(obj, "_fn_kwargs", {}) or {})
-        return lambda y, p: fn(y, p, **kwargs)
-    if callable(obj) and not isinstance(obj, keras.metrics.Metric):
-        return obj
-    raise ModelError(
-        f"{where}: metric {spec!r} is not a per-example function (e.g. mae, accuracy, "
-        "binary_accuracy); stateful metrics such as AUC belong to the evaluator"
-    )
 
 
 def make_optimizer(cfg: Any, model: Any, total_steps: int | None, workload: Any = None) -> Any:
@@ -208,17 +152,9 @@ def build_model_variables(
     `before_optimizer(model)` runs in between (warm start and freezing change which
     variables are trainable, hence which slots the optimizer creates).
     """
-    import tensorflow as tf
-
-    features_spec = element_spec[0]
-
-    def zeros(spec: Any) -> Any:
-        shape = [1 if d is None else d for d in spec.shape.as_list()]
-        return tf.zeros(shape, spec.dtype)
-
     with strategy.scope():
         if not model.built or not model.weights:
-            model(adapt_features(model, tf.nest.map_structure(zeros, features_spec)))
+            model(adapt_features(model, zeros_batch(element_spec[0])))
         if before_optimizer is not None:
             before_optimizer(model)
         optimizer.build(model.trainable_variables)
@@ -243,41 +179,11 @@ def adapt_features(model: Any, features: Any) -> Any:
     return features
 
 
-def to_float32(t: Any) -> Any:
+def zeros_batch(spec: Any) -> Any:
+    """Zeros shaped like a batch of `spec` (unknown axes, the batch among them, as 1)."""
     import tensorflow as tf
 
-    return tf.cast(t, tf.float32) if t.dtype.is_floating else t
+    def zeros(s: Any) -> Any:
+        return tf.zeros([1 if d is None else d for d in s.shape.as_list()], s.dtype)
 
-
-def _rank_safe(fn: Callable) -> Callable:
-    """fn(y_true, y_pred) that accepts [B] labels for [B, 1] predictions (as compile does)."""
-
-    def call(y_true: Any, y_pred: Any) -> Any:
-        return fn(match_rank(y_true, y_pred), y_pred)
-
-    return call
-
-
-def match_rank(labels: Any, preds: Any) -> Any:
-    """[B] labels for [B, 1] predictions get the trailing axis, as Keras' compile does."""
-    import tensorflow as tf
-
-    if not (tf.is_tensor(labels) and tf.is_tensor(preds)):
-        return labels
-    if labels.shape.rank is not None and labels.shape.rank == preds.shape.rank - 1:
-        return tf.expand_dims(labels, -1)
-    return labels
-
-
-def per_example(values: Any) -> Any:
-    """Loss or metric values as float32, one per example: a scalar becomes [1], [B] stays,
-    [B, ...] is averaged over its non-batch axes (the train step and the evaluator share
-    this reduction)."""
-    import tensorflow as tf
-
-    values = tf.cast(values, tf.float32)
-    if values.shape.rank == 0:
-        return tf.reshape(values, [1])
-    if values.shape.rank == 1:
-        return values
-    return tf.reduce_mean(tf.reshape(values, [tf.shape(values)[0], -1]), axis=1)
+    return tf.nest.map_structure(zeros, spec)

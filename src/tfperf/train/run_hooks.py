@@ -27,7 +27,8 @@ class NanCheck(Hook):
 
 
 class ProgressHook(Hook):
-    """The progress bar over global steps (to stderr), with loss and examples/s."""
+    """The progress bar over global steps (to stderr), with loss and examples/s: N/M is the
+    global step reached over the target global step, also after a resume."""
 
     def __init__(self, total: int | None):
         self.total = total
@@ -35,6 +36,8 @@ class ProgressHook(Hook):
         self.bar: ProgressBar | None = None
 
     def on_train_begin(self, run: RunState) -> None:
+        if self.total is not None and run.step >= self.total:
+            return  # resumed at or past the target: no "16/10" bar for zero steps
         self.bar = self._stack.enter_context(
             progress_bar("train", total=self.total, completed=run.step)
         )

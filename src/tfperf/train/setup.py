@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,17 +19,13 @@ from tfperf.config import RunConfig
 from tfperf.data.pipeline import steps_per_epoch as records_to_steps
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, HookList, RunState
-from tfperf.inputs.datasets import make_input_dataset, open_source, workload_of
+from tfperf.inputs.datasets import open_source, workload_of
 from tfperf.observe.summaries import SummaryHook, make_writer
 from tfperf.observe.system import SystemMonitorHook
-from tfperf.train.checkpoint import (
-    CheckpointHook,
-    make_checkpoint,
-    make_manager,
-    warn_if_iterator_large,
-)
-from tfperf.train.checkpoints_dir import RunDirs, clear_final, run_dirs
+from tfperf.train.checkpoint import CheckpointHook, make_checkpoint, make_manager
+from tfperf.train.checkpoints_dir import RunDirs, clear_final, hold_out_dir, run_dirs
 from tfperf.train.corrupt import CorruptRecordsHook
+from tfperf.train.fit_check import check_fit
 from tfperf.train.model import build_model_and_loss, build_model_variables, make_optimizer
 from tfperf.train.precision import (
     PrecisionChoice,
@@ -39,13 +36,9 @@ from tfperf.train.precision import (
     wrap_optimizer,
 )
 from tfperf.train.run_hooks import NanCheck, ProgressHook
+from tfperf.train.run_input import dataset_fn, element_spec, training_input
 from tfperf.train.step import TrainStep
-from tfperf.train.strategy import (
-    StrategyInfo,
-    checkpointable_iterator,
-    distribute_input,
-    make_strategy,
-)
+from tfperf.train.strategy import StrategyInfo, distribute_input, make_strategy
 from tfperf.train.warm_start import warm_start
 
 TRIAL_STEPS = 8  # steps per timed call when `precision: auto` measures a policy
@@ -87,34 +80,6 @@ def steps_per_epoch(cfg: RunConfig, global_batch: int) -> int | None:
     return records_to_steps(src.records(cfg.data.train_split), global_batch)
 
 
-def _record_bytes(cfg: RunConfig) -> int:
-    if cfg.data.pipeline:
-        return 0
-    split = open_source(cfg).manifest.splits.get(cfg.data.train_split)
-    if split is None or not split.records:
-        return 0
-    return max(1, sum(s.bytes for s in split.shards) // split.records)
-
-
-def dataset_fn(cfg: RunConfig) -> Any:
-    """fn(input_context) -> the run file's training dataset (per-replica batches)."""
-
-    def fn(input_context: Any) -> Any:
-        return make_input_dataset(
-            cfg, training=True, input_context=input_context, batch_size=cfg.pipeline.batch_size
-        )
-
-    return fn
-
-
-def element_spec(cfg: RunConfig) -> Any:
-    """The batch structure, from a pipeline built (never iterated) in this process."""
-    # TensorFlow is imported on first use so that `tfperf --help` stays fast.
-    import tensorflow as tf
-
-    return dataset_fn(cfg)(tf.distribute.InputContext()).element_spec
-
-
 # ---- model, optimizer and train function ---------------------------------------------------
 @dataclass
 class TrainParts:
@@ -147,6 +112,8 @@ def build_train_parts(
     workload = workload_of(cfg) if cfg.workload else None
     with info.strategy.scope():
         model, loss_fn, metric_fns = build_model_and_loss(cfg)
+        # Builds the model on zeros and checks it against the batches (inputs, output, labels).
+        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()])
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
@@ -228,6 +195,7 @@ class TrainSession:
     target: int | None  # the global step at which training ends (None: max_time only)
     target_reason: str  # max_steps | epochs | max_time
     restore_path: str | None  # the run's own checkpoint it resumed from
+    progress: bool = True  # progress bar and notes on stderr
 
 
 def _plan(cfg: RunConfig, max_steps: int | None, global_batch: int) -> tuple[int | None, str]:
@@ -237,24 +205,6 @@ def _plan(cfg: RunConfig, max_steps: int | None, global_batch: int) -> tuple[int
     if epochs is None and not limited:
         epochs = 1  # nothing set: one epoch rather than forever
     return plan_target_step(max_steps or cfg.train.max_steps, epochs, per_epoch)
-
-
-def _input(cfg: RunConfig, info: StrategyInfo, progress: bool) -> tuple[Any, Any]:
-    """(the distributed iterator, what of it a checkpoint can save or None)."""
-    dist = distribute_input(info, dataset_fn(cfg), checkpointable=cfg.train.checkpoint_input)
-    iterator = iter(dist)
-    # Under multi_worker and parameter_server TF cannot save the input position
-    # (tensorflow#56372): a resumed run restarts its input there.
-    saved = checkpointable_iterator(iterator) if cfg.train.checkpoint_input else None
-    if cfg.train.checkpoint_input and saved is None:
-        say(
-            progress,
-            f"note: TensorFlow cannot checkpoint the input iterator under {info.kind}; a "
-            "resumed run restarts its input pipeline",
-        )
-    if saved is not None and cfg.pipeline.shuffle_buffer > 1:
-        warn_if_iterator_large(cfg.pipeline.shuffle_buffer, _record_bytes(cfg))
-    return iterator, saved
 
 
 def _checkpoint_hook(
@@ -308,13 +258,17 @@ def prepare(
     hooks: Sequence[Hook] = (),
     max_steps: int | None = None,
     progress: bool = True,
+    held: ExitStack | None = None,
 ) -> TrainSession:
     """Builds the run; restores {train.out_dir}/checkpoints' latest checkpoint, else warm
-    starts from train.init_from. `max_steps` (a global step) overrides train.max_steps."""
+    starts from train.init_from. `max_steps` (a global step) overrides train.max_steps.
+    The chief holds train.out_dir's lock until `held` closes (none without it)."""
     import tensorflow as tf
 
     dirs = run_dirs(cfg)
     info = make_strategy(cfg)
+    if held is not None and info.is_chief:  # other workers write only their scratch folder
+        hold_out_dir(held, cfg, dirs)
     global_batch = cfg.pipeline.batch_size * info.replicas
     target, target_reason = _plan(cfg, max_steps, global_batch)
     spec = element_spec(cfg)
@@ -344,7 +298,7 @@ def prepare(
     if warm_report and progress:
         Console(stderr=True).print(warm_report[0])
 
-    iterator, saved_input = _input(cfg, info, progress)
+    iterator, saved_input = training_input(cfg, info, progress)
     ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
     if restore_path:
         ckpt.restore(restore_path).expect_partial()
@@ -382,4 +336,5 @@ def prepare(
         target=target,
         target_reason=target_reason,
         restore_path=restore_path,
+        progress=progress,
     )

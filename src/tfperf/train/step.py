@@ -17,12 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfperf.errors import UserError
-from tfperf.train.model import (
-    adapt_features,
-    match_rank,
-    per_example,
-    to_float32,
-)
+from tfperf.train.model import adapt_features
+from tfperf.train.objectives import match_rank, per_example, to_float32
 
 
 class RetraceError(UserError):

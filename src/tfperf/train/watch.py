@@ -20,7 +20,7 @@ from tfperf.train.checkpoints_dir import (
     read_final,
     ready_checkpoints,
 )
-from tfperf.train.eval_outputs import EvalOutputs, EvalRecord
+from tfperf.train.eval_outputs import EvalOutputs, EvalRecord, check_eval_metric
 from tfperf.train.evaluator import Evaluator, console, run_paths
 
 # A checkpoint that fails to read this many polls in a row is given up (it was likely
@@ -64,6 +64,7 @@ class _Watcher:
         out_dir, self.ckpt_dir, log_dir = run_paths(cfg)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.evaluator = Evaluator(cfg, max_batches=max_batches, progress=progress)
+        check_eval_metric(cfg, ["loss", *self.evaluator.metric_fns])  # before any checkpoint
         self.outputs = EvalOutputs(cfg, out_dir, log_dir)
         self.read_errors = _read_error_types()
         done = self.outputs.evaluated_steps()

@@ -1,0 +1,184 @@
+"""Before the first step: the dataset yields (features, labels) batches, the model runs on
+the features, and its output fits the labels that the loss and each metric expect. Each
+mismatch is one paragraph naming both sides and what to change, instead of an error from
+deep inside a traced function.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.inputs.user_code import describe_failure
+from tfperf.train.model import adapt_features, zeros_batch
+from tfperf.train.objectives import Objective, binary_or_sparse
+from tfperf.util.imports import load_object
+
+
+class FitError(UserError):
+    """The run file's model does not fit its data (inputs, output or labels)."""
+
+
+def _shape(spec: Any, batch: int) -> tuple:
+    """A static shape with an unknown batch axis shown as the batch size."""
+    dims = list(spec.shape.as_list()) if spec.shape.rank is not None else []
+    return tuple(batch if (i == 0 and d is None) else d for i, d in enumerate(dims))
+
+
+def _shapes(struct: Any, batch: int) -> str:
+    if isinstance(struct, dict):
+        return (
+            "{" + ", ".join(f"'{k}': {_shape(v, batch)}" for k, v in sorted(struct.items())) + "}"
+        )
+    return str(_shape(struct, batch))
+
+
+def model_home(cfg: Any) -> str:
+    """Where the model is written: the model.name function's file, or the workload."""
+    if not cfg.model.name:
+        return f"workload {cfg.workload}'s model"
+    here = str(Path(cfg.source).parent) if cfg.source else None
+    try:
+        fn = load_object(cfg.model.name, field="model.name", search_dir=here)
+        return f"{cfg.model.name} ({inspect.getsourcefile(fn)})"
+    except (UserError, TypeError):
+        return cfg.model.name
+
+
+# ---- the batch structure ---------------------------------------------------------------------
+def split_batch(cfg: Any, spec: Any) -> tuple[Any, Any]:
+    """(features spec, labels spec) of the dataset's batches, or a FitError saying how to
+    make (features, labels) pairs."""
+    if isinstance(spec, (tuple, list)) and len(spec) == 2:
+        return spec[0], spec[1]
+    found = (
+        _shapes(spec, cfg.pipeline.batch_size)
+        if hasattr(spec, "shape") or isinstance(spec, dict)
+        else repr(spec)
+    )
+    if cfg.data.pipeline:
+        raise FitError(
+            f"data.pipeline: training needs (features, labels) batches, but "
+            f"{cfg.data.pipeline} yields {found}; return ds.map(lambda b: (features, label)) "
+            "from that function"
+        )
+    names = sorted(spec) if isinstance(spec, dict) else []
+    raise FitError(
+        f"data.label: training needs to know which feature is the label, found nothing set "
+        f"(the batches hold {found}); set data.label to one of {names} in "
+        f"{cfg.source or 'the run file'} (or --set data.label=NAME): the model then receives "
+        "the other features as a dict keyed by name"
+    )
+
+
+# ---- the model on one batch of zeros ---------------------------------------------------------
+def _input_names(model: Any) -> list[str]:
+    struct = getattr(model, "_inputs_struct", None)  # a functional model's input structure
+    if isinstance(struct, dict):
+        return sorted(struct)
+    inputs = getattr(model, "inputs", None) or []
+    return [getattr(t, "name", "").split(":")[0] for t in inputs]
+
+
+def run_on_zeros(cfg: Any, model: Any, features_spec: Any) -> Any:
+    """The model's output on zeros shaped like the features (this builds its variables);
+    a failure names the model's inputs and the features."""
+    try:
+        return model(adapt_features(model, zeros_batch(features_spec)), training=False)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the model raises is reported
+        inputs = _input_names(model)
+        hint = "fix the model"
+        if isinstance(features_spec, dict) and inputs and not set(inputs) <= set(features_spec):
+            hint = (
+                "name each keras.Input after the feature it takes (keras.Input(shape=..., "
+                f"name=NAME), NAME one of {sorted(features_spec)})"
+            )
+        label = f" (data.label '{cfg.data.label}' removed)" if cfg.data.label else ""
+        raise FitError(
+            f"model.name: calling the model on one batch of the features failed: its "
+            f"inputs {inputs or '(unnamed)'} vs the features "
+            f"{_shapes(features_spec, cfg.pipeline.batch_size)}{label}: "
+            f"{describe_failure(exc)}; {hint} in {model_home(cfg)}"
+        ) from None
+
+
+# ---- the output against the labels -----------------------------------------------------------
+def _tail(shape: Any) -> tuple:
+    return tuple(shape.as_list()[1:]) if shape.rank is not None else ()
+
+
+def label_problem(kind: str, out: Any, labels: Any) -> str | None:
+    """Why labels of static shape `labels` cannot be compared with outputs of shape `out` by
+    a loss or metric expecting `kind` labels (see Objective.labels); None when they fit."""
+    if kind == "any" or out.rank in (None, 0) or labels.rank is None:
+        return None
+    # [B] labels for [B, 1] outputs get a trailing axis, as compile (and match_rank) does.
+    lab = labels.concatenate([1]) if labels.rank == out.rank - 1 else labels
+    if None in _tail(out) or None in _tail(lab):
+        return None  # known only when it runs
+    units, per_label = out[-1], (lab[-1] if lab.rank else None)
+    if kind == "auto":  # compile's choice: binary, else sparse, else categorical
+        binary, sparse = binary_or_sparse(_Static(lab), _Static(out))
+        kind = "sparse" if sparse and not binary else "same"
+    if kind == "sparse":
+        if units == 1:
+            return (
+                "class indices need one output per class and the model has 1: for 0/1 "
+                "labels use binary_crossentropy (or crossentropy)"
+            )
+        if per_label != 1:
+            return (
+                f"labels with {per_label} values per example look one-hot: use "
+                "categorical_crossentropy (or crossentropy)"
+            )
+        return None if _tail(lab)[:-1] == _tail(out)[:-1] else "make the shapes match"
+    if _tail(lab) == _tail(out):
+        return None
+    if per_label == 1 and units > 1:
+        return (
+            "for integer class labels use sparse_categorical_crossentropy (or crossentropy, "
+            "chosen from the shapes); for one value per example give the last layer 1 unit"
+        )
+    if units == 1 and per_label and per_label > 1:
+        return f"give the model's last layer {per_label} units (one per label value)"
+    return "make the model's output shape match the labels"
+
+
+class _Static:
+    """A bare static shape for binary_or_sparse, which reads only `.shape`."""
+
+    def __init__(self, shape: Any):
+        self.shape = tuple(shape.as_list())
+
+
+def check_outputs(cfg: Any, out: Any, labels_spec: Any, objectives: Sequence[Objective]) -> None:
+    """A FitError when the model output's shape does not fit the labels for the loss or a
+    metric (single-output models with single labels; others are left to the first step)."""
+    import tensorflow as tf
+
+    if not (tf.is_tensor(out) and isinstance(labels_spec, tf.TensorSpec)):
+        return
+    batch = cfg.pipeline.batch_size
+    out_shape = (batch, *out.shape.as_list()[1:])
+    for obj in objectives:
+        hint = label_problem(obj.labels, out.shape, labels_spec.shape)
+        if hint is None:
+            continue
+        raise FitError(
+            f"{obj.where}: checking the model against the data, model output {out_shape} vs "
+            f"labels {_shape(labels_spec, batch)} for '{obj.name}': {hint}; change {obj.where} "
+            f"in {cfg.source or 'the run file'}, or the model ({model_home(cfg)})"
+        )
+
+
+def check_fit(cfg: Any, model: Any, spec: Any, objectives: Sequence[Objective]) -> None:
+    """Runs the model once on zeros shaped like a batch's features (building it) and checks
+    its output against the labels; call inside the strategy's scope."""
+    features_spec, labels_spec = split_batch(cfg, spec)
+    out = run_on_zeros(cfg, model, features_spec)
+    check_outputs(cfg, out, labels_spec, objectives)

@@ -1,0 +1,60 @@
+"""Two `tfperf train` on one train.out_dir, as real processes: the second is refused with
+the first one's PID and start time and writes nothing; an evaluator watching the same
+folder by hand is not refused; the lock goes when the first one ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import trainkit
+
+from tfperf.util.lock import LOCK_NAME
+
+
+def _train(rf, ids_log, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(ids_log), "IDS_PAUSE": "0.1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow  # three real processes
+def test_second_train_on_the_same_out_dir_is_refused(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(
+        tmp_path, data, model="tinymodels:with_ids", max_steps=10_000, steps_per_loop=1
+    )
+    out = tmp_path / "run"
+    first = _train(rf, tmp_path / "ids_first.txt")
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "ids_first.txt").exists():  # training has started
+            assert first.poll() is None, first.communicate()[1]
+            assert time.monotonic() < deadline, "the first training never started"
+            time.sleep(0.1)
+        assert (out / LOCK_NAME).exists()
+        second = _train(rf, tmp_path / "ids_second.txt")
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 2, err
+        assert f"train.out_dir {out} is in use by PID {first.pid}" in err
+        assert "(tfperf train) since 20" in err and "Traceback" not in err
+        assert not (tmp_path / "ids_second.txt").exists()  # it never trained
+        # Watching the run's checkpoints by hand beside the training is normal.
+        watch = trainkit.tfperf(
+            "evaluate", str(rf), "--watch", "--timeout", "2", "--set", "data.eval_split=train"
+        )
+        assert "in use" not in watch.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=120)
+    assert not (out / LOCK_NAME).exists()  # released when the first one ended
+    assert (out / "checkpoints" / "checkpoint").exists()  # it saved as it stopped
