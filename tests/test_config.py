@@ -62,6 +62,9 @@ def test_unknown_keys_are_named(tmp_path):
     msg = str(err.value)
     assert f"{p}: pipeline.batch_sise: unknown key" in msg
     assert f"{p}: trian: unknown key" in msg
+    # The message points at the list of keys and at the likely one.
+    assert "`tfperf config` lists every key" in msg
+    assert "did you mean 'batch_size'?" in msg and "did you mean 'train'?" in msg
 
 
 def test_unknown_workload_and_malformed_files(tmp_path):
@@ -93,8 +96,8 @@ def test_parse_override_types_values_as_yaml(item, keys, value):
 
 def test_overrides_apply_nested_and_are_validated(tmp_path):
     p = write(tmp_path, "pipeline:\n  batch_size: 64\n")
-    cfg = load_config(p, ["pipeline.batch_size=128", "train.checkpoint.every_steps=7",
-                          "pipeline.interleave_cycle=auto", "model.metrics=[mae]"])  # fmt: skip
+    overrides = ["pipeline.batch_size=128", "train.checkpoint.every_steps=7"]
+    cfg = load_config(p, [*overrides, "pipeline.interleave_cycle=auto", "model.metrics=[mae]"])
     assert cfg.pipeline.batch_size == 128
     assert cfg.train.checkpoint.every_steps == 7
     assert cfg.pipeline.interleave_cycle == "auto" and cfg.model.metrics == ["mae"]
@@ -135,3 +138,45 @@ def test_workload_options_reach_the_workload_and_bad_ones_are_named():
     bad = config_from_dict({"workload": "deblur", "workload_options": {"patchh": 32}})
     with pytest.raises(UserError, match="workload_options for 'deblur'.*patchh"):
         workload_of(bad)
+
+
+def test_errors_name_the_set_option_a_value_came_from(tmp_path):
+    p = write(tmp_path, "pipeline:\n  batch_size: 64\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, ["pipeline.batch_size=big"])
+    msg = str(err.value)
+    assert msg.startswith("--set pipeline.batch_size=big: pipeline.batch_size: "), msg
+    assert "found 'big'" in msg and str(p) not in msg
+    with pytest.raises(ConfigError, match=r"^--set trian\.max_steps=3: trian: unknown key"):
+        load_config(p, ["trian.max_steps=3"])
+    # A whole section given by --set owns the keys inside it.
+    with pytest.raises(ConfigError, match=r"^--set train=\{max_steps: 0\}: train\.max_steps: "):
+        load_config(p, ["train={max_steps: 0}"])
+    # A bad value in the file is still the file's, also when --set changes other keys.
+    bad = write(tmp_path, "pipeline:\n  batch_size: -1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(bad, ["train.max_steps=3"])
+    assert str(err.value).startswith(f"{bad}: pipeline.batch_size: ")
+
+
+def test_a_loaded_run_file_knows_where_each_value_came_from(tmp_path):
+    p = write(tmp_path, "data:\n  label: y\n")
+    cfg = load_config(p, ["data.dir=shards", "train={max_steps: 5}"])
+    assert cfg.origin("data.dir") == "--set data.dir=shards"
+    assert cfg.origin("train.max_steps") == "--set train={max_steps: 5}"
+    assert cfg.origin("data.label") == str(p.resolve())
+    assert load_config(None).origin("data.label") == "the defaults"
+
+
+def test_every_key_has_a_description():
+    from pydantic import BaseModel
+
+    def walk(model):
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            assert field.description, f"{model.__name__}.{name} has no description"
+            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                walk(field.annotation)
+
+    walk(RunConfig)

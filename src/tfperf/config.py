@@ -7,11 +7,12 @@ Every command takes one run file. Defaults are noted where they come from.
 from __future__ import annotations
 
 import copy
+import difflib
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from tfperf.errors import UserError
 
@@ -32,109 +33,204 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    dir: str | None = None  # directory holding manifest.json (from `tfperf convert`)
-    train_split: str = "train"
-    eval_split: str = "eval"
-    # 'module:function' returning a tf.data.Dataset of (features, labels) batches; it
-    # replaces tfperf's pipeline (the doctor diagnoses any pipeline).
-    pipeline: str | None = None
-    label: str | None = None  # feature used as the label when no workload is set
-    variant: Literal["tuned", "original"] = "tuned"  # original: the original author's pipeline
-    examples: int = Field(100_000, gt=0)  # size of a built-in workload's generated data
-    eval_examples: int = Field(10_000, ge=0)
-    seed: int = 0  # generator seed for built-in workloads
+    dir: str | None = Field(
+        None,
+        description="folder holding manifest.json and the shards from `tfperf convert`; "
+        "default for a workload: runs/<workload>/data",
+    )
+    train_split: str = Field("train", description="split that training reads")
+    eval_split: str = Field("eval", description="split that evaluation reads")
+    pipeline: str | None = Field(
+        None,
+        description="'module:function' returning a tf.data.Dataset of (features, labels) "
+        "batches; replaces tfperf's pipeline (it may take training, batch_size, split, "
+        "input_context, config)",
+    )
+    label: str | None = Field(
+        None,
+        description="feature used as the label when no workload is set; the model gets "
+        "the other features as a dict by name",
+    )
+    variant: Literal["tuned", "original"] = Field(
+        "tuned", description="tuned: tfperf's pipeline; original: the workload author's"
+    )
+    examples: int = Field(
+        100_000, gt=0, description="examples of a built-in workload's generated train split"
+    )
+    eval_examples: int = Field(
+        10_000, ge=0, description="examples of a built-in workload's generated eval split"
+    )
+    seed: int = Field(0, description="generator seed of a built-in workload's data")
 
 
 class PipelineConfig(_Section):
-    batch_size: int = Field(512, gt=0)  # per replica; the chess workload's batch
-    shuffle_files: bool = True
-    interleave_cycle: int | Auto = "auto"  # files read at once; auto: min(#files, 16)
-    read_parallelism: int | Auto = "auto"  # auto: tf.data.AUTOTUNE
-    cache_records: bool | str = False  # True: RAM, a string: a cache file path prefix
-    shuffle_buffer: int = Field(10_000, ge=0)  # the chess workload's buffer; 0 disables
-    shuffle_ram_mb: float = Field(1024.0, gt=0)  # RAM budget for the shuffle buffer
-    repeat: bool = True  # in training; evaluation reads one epoch
-    parse: Literal["batched", "per_example"] = "batched"
-    preprocess_parallelism: int | Auto = "auto"
-    cache_preprocessed: bool | str = False  # only valid after deterministic stages
-    prefetch: int | Auto = "auto"
-    deterministic: bool | None = None  # None: False in training, True in evaluation
-    on_corrupt: Literal["error", "skip"] = "error"
-    seed: int | None = None  # fixes every shuffle when set
+    batch_size: int = Field(512, gt=0, description="per replica; the chess workload's batch")
+    shuffle_files: bool = Field(True, description="shuffle the shard order (in training)")
+    interleave_cycle: int | Auto = Field(
+        "auto", description="shards read at once; auto: min(shards, 16)"
+    )
+    read_parallelism: int | Auto = Field(
+        "auto", description="parallel shard reads; auto: tf.data.AUTOTUNE"
+    )
+    cache_records: bool | str = Field(
+        False, description="cache raw records: true in RAM, a string: a cache file prefix"
+    )
+    shuffle_buffer: int = Field(
+        10_000, ge=0, description="records in the shuffle buffer (the chess workload's); 0: off"
+    )
+    shuffle_ram_mb: float = Field(
+        1024.0, gt=0, description="RAM budget of the shuffle buffer; a warning names the sizes"
+    )
+    repeat: bool = Field(True, description="repeat in training; evaluation reads one epoch")
+    parse: Literal["batched", "per_example"] = Field(
+        "batched", description="one parse_example per batch, or one per record"
+    )
+    preprocess_parallelism: int | Auto = Field(
+        "auto", description="parallel calls of the preprocessing; auto: tf.data.AUTOTUNE"
+    )
+    cache_preprocessed: bool | str = Field(
+        False,
+        description="cache after preprocessing (true: RAM, a string: a file prefix); only "
+        "for deterministic preprocessing",
+    )
+    prefetch: int | Auto = Field("auto", description="batches prefetched; auto: tf.data.AUTOTUNE")
+    deterministic: bool | None = Field(
+        None, description="element order of parallel stages; null: false in training, true in eval"
+    )
+    on_corrupt: Literal["error", "skip"] = Field(
+        "error", description="a damaged shard stops the run, or is skipped (counted each epoch)"
+    )
+    seed: int | None = Field(None, description="fixes every shuffle when set")
 
 
 class ModelConfig(_Section):
-    name: str | None = None  # 'module:function' returning a Keras model; default: workload's
-    loss: str | None = None  # default: the workload's or the compiled model's
-    optimizer: str = "adam"
-    learning_rate: float = Field(1e-3, gt=0)
-    lr_schedule: Literal["constant", "cosine", "exponential"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    metrics: list[str] | None = None
+    name: str | None = Field(
+        None,
+        description="'module:function' returning a Keras 3 model (a module beside the run "
+        "file is found); default: the workload's",
+    )
+    loss: str | None = Field(
+        None,
+        description="a Keras loss name (e.g. sparse_categorical_crossentropy, or "
+        "binary_crossentropy_from_logits); default: the compiled model's, else the workload's",
+    )
+    optimizer: str = Field("adam", description="a Keras optimizer name")
+    learning_rate: float = Field(1e-3, gt=0, description="peak learning rate")
+    lr_schedule: Literal["constant", "cosine", "exponential"] = Field(
+        "constant", description="learning-rate schedule after the warm-up"
+    )
+    warmup_steps: int = Field(0, ge=0, description="steps of linear learning-rate warm-up")
+    metrics: list[str] | None = Field(
+        None,
+        description="per-example Keras metric names (e.g. [accuracy, mae]); default: the "
+        "workload's, else the compiled model's",
+    )
 
 
 class CheckpointConfig(_Section):
-    every_steps: int | None = Field(500, gt=0)
-    every_seconds: float | None = Field(None, gt=0)
-    keep: int = Field(3, gt=0)
+    every_steps: int | None = Field(500, gt=0, description="save every N global steps")
+    every_seconds: float | None = Field(None, gt=0, description="save every N seconds")
+    keep: int = Field(3, gt=0, description="newest checkpoints kept")
 
 
 class TrainConfig(_Section):
-    out_dir: str = "runs/default"
-    max_steps: int | None = Field(None, gt=0)
-    epochs: int | None = Field(None, gt=0)
-    max_time: float | None = Field(None, gt=0)  # seconds
-    steps_per_epoch: int | None = Field(None, gt=0)  # default: records // global batch
-    steps_per_loop: int | Auto = "auto"
-    precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = "float32"
-    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "parameter_server"] = "auto"
-    devices: int | None = Field(None, gt=0)  # replicas for mirrored; default: all
-    # cluster.yaml ({worker: [host:port], ps: [...], chief: [...]}) for parameter_server;
-    # default: the TF_CONFIG environment variable (multi_worker always reads TF_CONFIG).
-    cluster: str | None = None
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    checkpoint_input: bool = True  # save the input iterator (exact resume)
-    init_from: str | None = None
-    freeze: list[str] = []
-    log_every: int = Field(50, gt=0)
-    histogram_every: int = Field(500, gt=0)
-    print_tensors: list[str] = []
-    print_steps: int = Field(3, gt=0)
-    monitor_system: bool = True
-    seed: int = 0
+    out_dir: str = Field(
+        "runs/default", description="checkpoints, logs and eval results (relative to the run file)"
+    )
+    max_steps: int | None = Field(None, gt=0, description="stop at this global step")
+    epochs: int | None = Field(None, gt=0, description="stop after this many epochs")
+    max_time: float | None = Field(None, gt=0, description="stop after this many seconds")
+    steps_per_epoch: int | None = Field(
+        None, gt=0, description="default: train records // global batch"
+    )
+    steps_per_loop: int | Auto = Field(
+        "auto", description="steps per compiled call; auto: about 0.3 s per call, measured"
+    )
+    precision: Literal["auto", "float32", "mixed_float16", "mixed_bfloat16"] = Field(
+        "float32", description="auto: each policy the hardware runs is timed, the fastest kept"
+    )
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker", "parameter_server"] = Field(
+        "auto",
+        description="tf.distribute strategy; auto: from TF_CONFIG, else mirrored with several "
+        "GPUs, else one_device",
+    )
+    devices: int | None = Field(None, gt=0, description="replicas for mirrored; default: all")
+    cluster: str | None = Field(
+        None,
+        description="cluster.yaml ({worker: [host:port], ps: [...], chief: [...]}) for "
+        "parameter_server; default: the TF_CONFIG variable (multi_worker always reads it)",
+    )
+    checkpoint: CheckpointConfig = Field(
+        default_factory=CheckpointConfig, description="when checkpoints are saved, how many kept"
+    )
+    checkpoint_input: bool = Field(
+        True, description="save the input iterator too (exact resume mid-epoch)"
+    )
+    init_from: str | None = Field(
+        None,
+        description="warm start: a tfperf run or checkpoint, .weights.h5, .h5 or .keras file "
+        "whose layers (matched by name) initialize the model",
+    )
+    freeze: list[str] = Field([], description="names of layers not trained (warm start)")
+    log_every: int = Field(50, gt=0, description="TensorBoard scalars every N steps")
+    histogram_every: int = Field(500, gt=0, description="weight histograms every N steps")
+    print_tensors: list[str] = Field(
+        [], description="layer names (or loss, labels) whose values are printed in the first steps"
+    )
+    print_steps: int = Field(3, gt=0, description="steps that print_tensors prints")
+    monitor_system: bool = Field(True, description="CPU, RAM and GPU use in TensorBoard")
+    seed: int = Field(0, description="seed of weights and dropout")
 
 
 class EvalConfig(_Section):
-    steps: int | None = Field(None, gt=0)  # default: the whole eval split
-    metric: str = "loss"  # chooses best/
-    mode: Literal["min", "max"] = "min"
-    batch_size: int | None = Field(None, gt=0)  # default: pipeline.batch_size
+    steps: int | None = Field(None, gt=0, description="batches per evaluation; default: all")
+    metric: str = Field("loss", description="the metric that chooses best/")
+    mode: Literal["min", "max"] = Field("min", description="whether lower or higher is better")
+    batch_size: int | None = Field(None, gt=0, description="default: pipeline.batch_size")
 
 
 class DoctorConfig(_Section):
-    steps: int = Field(30, gt=0)  # measured steps per variant
-    warmup: int = Field(5, ge=0)
-    repeats: int = Field(3, gt=0)
-    # Each measurement runs at least `steps` and at least this long: a busy machine's
-    # scheduling jitter then averages out (tests use less).
-    min_seconds: float = Field(0.5, ge=0)
-    # Compute-side what-ifs to time: other precision policies, training at 4x the batch.
-    what_ifs: list[Literal["precision", "batch"]] = ["precision", "batch"]
+    steps: int = Field(30, gt=0, description="measured steps per variant")
+    warmup: int = Field(5, ge=0, description="steps before measuring each variant")
+    repeats: int = Field(3, gt=0, description="interleaved repeats per variant (median kept)")
+    # A busy machine's scheduling jitter averages out over a longer measurement.
+    min_seconds: float = Field(
+        0.5, ge=0, description="each measurement runs at least steps and this many seconds"
+    )
+    what_ifs: list[Literal["precision", "batch"]] = Field(
+        ["precision", "batch"],
+        description="compute what-ifs to time: other precision policies, 4x the batch",
+    )
 
 
 class RunConfig(_Section):
     """A whole run file."""
 
-    workload: str | None = None  # a built-in workload: chess, regression, deblur, ...
-    # The workload's own knobs, e.g. {patch: 256} for deblur (see each workload's class).
-    workload_options: dict[str, Any] = {}
-    data: DataConfig = DataConfig()
-    pipeline: PipelineConfig = PipelineConfig()
-    model: ModelConfig = ModelConfig()
-    train: TrainConfig = TrainConfig()
-    eval: EvalConfig = EvalConfig()
-    doctor: DoctorConfig = DoctorConfig()
+    workload: str | None = Field(
+        None, description="a built-in workload: chess, regression, deblur or distance_maps"
+    )
+    workload_options: dict[str, Any] = Field(
+        {}, description="the workload's knobs, e.g. {patch: 256} for deblur"
+    )
+    data: DataConfig = Field(
+        default_factory=DataConfig, description="where the data is and which feature is the label"
+    )
+    pipeline: PipelineConfig = Field(
+        default_factory=PipelineConfig, description="tfperf's tf.data pipeline, stage by stage"
+    )
+    model: ModelConfig = Field(
+        default_factory=ModelConfig, description="the Keras model, loss, metrics and optimizer"
+    )
+    train: TrainConfig = Field(
+        default_factory=TrainConfig, description="tfperf's training loop and its outputs"
+    )
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="the separate evaluator")
+    doctor: DoctorConfig = Field(
+        default_factory=DoctorConfig, description="how `tfperf doctor` measures"
+    )
     source: str | None = Field(None, exclude=True)  # the file this came from, for messages
+    # Dotted key -> the `--set` item that gave it (or the section holding it), for messages.
+    _overrides: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("workload")
     @classmethod
@@ -151,6 +247,11 @@ class RunConfig(_Section):
             return path
         return str((Path(self.source).parent / path).resolve())
 
+    def origin(self, key: str) -> str:
+        """Where the value of `key` (e.g. "data.label") came from, for error messages: the
+        `--set` item that gave it, else the run file, else "the defaults"."""
+        return _given_by(key, self._overrides) or self.source or "the defaults"
+
 
 _UNION_TAGS = {"int", "float", "str", "bool", "none", "list", "dict"}
 
@@ -161,24 +262,47 @@ def _is_union_tag(part: object) -> bool:
     return p in _UNION_TAGS or "[" in p
 
 
-def _format_errors(err: ValidationError, origin: str) -> str:
-    lines = []
+def _section_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
+    """The run-file section (a model class) at `loc`, e.g. ("train", "checkpoint")."""
+    model: Any = RunConfig
+    for part in loc:
+        field = model.model_fields.get(part)
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+    return model
+
+
+def _unknown_key(loc: tuple[str, ...]) -> str:
+    section = _section_at(loc[:-1])
+    known = [k for k, f in section.model_fields.items() if not f.exclude] if section else []
+    close = difflib.get_close_matches(loc[-1], known, n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown key ({guess}check the spelling; `tfperf config` lists every key)"
+
+
+def _format_errors(err: ValidationError, origin: str, overrides: dict[str, str]) -> str:
+    lines, seen = [], set()
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not _is_union_tag(p)) or "(top level)"
-        found = e.get("input")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; `tfperf <command> --help` lists keys)"
-        else:
-            msg = e["msg"]
-        lines.append(f"{origin}: {loc}: {msg}; found {found!r}")
-    # pydantic reports each union member; keep one line per field
-    seen, out = set(), []
-    for line in lines:
-        key = line.split(": ")[1]
-        if key not in seen:
-            seen.add(key)
-            out.append(line)
-    return "\n".join(out)
+        loc = tuple(str(p) for p in e["loc"] if not _is_union_tag(p))
+        key = ".".join(loc) or "(top level)"
+        if key in seen:
+            continue  # pydantic reports each union member; keep one line per field
+        seen.add(key)
+        msg = _unknown_key(loc) if e["type"] == "extra_forbidden" else e["msg"]
+        where = _given_by(key, overrides) or origin
+        lines.append(f"{where}: {key}: {msg}; found {e.get('input')!r}")
+    return "\n".join(lines)
+
+
+def _given_by(key: str, overrides: dict[str, str]) -> str | None:
+    """The `--set ITEM` that gave `key`: one that sets the key or a section holding it, or
+    one that made the key as a section of its own (an unknown `trian` from trian.max_steps=3)."""
+    parts = key.split(".")
+    holders = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+    items = [overrides[k] for k in holders if k in overrides]
+    items = items or [item for k, item in overrides.items() if k.startswith(key + ".")][-1:]
+    return f"--set {items[0]}" if items else None
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -212,14 +336,22 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return out
 
 
+def override_keys(overrides: list[str]) -> dict[str, str]:
+    """Dotted key -> the `--set` item that sets it (the last one wins, as in apply_overrides)."""
+    return {".".join(parse_override(item)[0]): item for item in overrides}
+
+
 def config_from_dict(
     data: dict[str, Any], overrides: list[str] | None = None, origin: str = "run file"
 ) -> RunConfig:
-    data = apply_overrides(data or {}, overrides or [])
+    overrides = overrides or []
+    data = apply_overrides(data or {}, overrides)
+    given = override_keys(overrides)
     try:
         cfg = RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, origin)) from None
+        raise ConfigError(_format_errors(err, origin, given)) from None
+    cfg._overrides = given
     return cfg
 
 
@@ -243,4 +375,6 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
 
 def dump_config(cfg: RunConfig) -> str:
     """YAML of the run file with every value spelled out (used by doctor --fix)."""
-    return yaml.safe_dump(cfg.model_dump(mode="json", exclude={"source"}), sort_keys=False)
+    data = cfg.model_dump(mode="json", exclude={"source"})
+    # No line width: a long path or text stays on its line.
+    return yaml.safe_dump(data, sort_keys=False, width=float("inf"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 # tfperf.bench imports TensorFlow only inside its functions: --help stays fast.
@@ -20,6 +19,7 @@ from tfperf.cli.common import (
     console,
     load_run,
     print_json,
+    stdout_console,
 )
 from tfperf.data.manifest import manifest_path
 from tfperf.inputs.datasets import data_dir
@@ -30,35 +30,39 @@ MB/s (serialized records read) of the full tuned pipeline and of each stage pref
 (read, +shuffle, +batch, +parse, +preprocess, +prefetch), medians of repeated runs,
 warm-up excluded.
 
-\b
 --compare original also measures the workload's original pipeline, interleaved with the
 tuned one (A B A B ...), and prints tuned/original. A built-in workload's missing data is
 generated first.
 
-\b
 --json prints (format "tfperf.bench/1"):
   format, tf_version, cpus, run_file, workload, split, batch_size, repeats, batches, warmup;
-  tuned     the full tuned pipeline (a measurement);
-  original  the original pipeline (a measurement), or null without --compare;
-  stages    measurements of each stage prefix in pipeline order; the last is the full
-            pipeline; [] with --no-stages;
-  ratios    {tuned_over_original, tuned_over_read}: median examples/s of the tuned
-            pipeline over the original's and over the read-only bound (the "read"
-            prefix: records read and batched, nothing parsed); null when not measured.
-  A measurement: name, variant (tuned/original), stage (make_dataset stop_after or null),
-  examples_per_s, batches_per_s, mb_per_s, cpu_us_per_example (each {median, min, max};
-  MB = 10^6 bytes, mb_per_s null when the record size is unknown; CPU time of the whole
-  process, all threads), record_bytes, and runs (one {seconds, batches, examples,
-  cpu_seconds} per repeat).
+  tuned: the full tuned pipeline (a measurement);
+  original: the original pipeline (a measurement), or null without --compare;
+  stages: measurements of each stage prefix in pipeline order; the last is the full
+    pipeline; [] with --no-stages;
+  ratios: {tuned_over_original, tuned_over_read}: median examples/s of the tuned
+    pipeline over the original's and over the read-only bound (the "read" prefix: records
+    read and batched, nothing parsed); null when not measured.
+
+A measurement: name, variant (tuned/original), stage (make_dataset stop_after or null),
+examples_per_s, batches_per_s, mb_per_s, cpu_us_per_example (each {median, min, max};
+MB = 10^6 bytes, mb_per_s null when the record size is unknown; CPU time of the whole
+process, all threads), record_bytes, and runs (one {seconds, batches, examples,
+cpu_seconds} per repeat).
 """
 
 
-def _table(report: Any) -> Any:
+def _heading(report: Any) -> str:
+    # A line of its own, not the table's title: a title wraps at the table's width.
     what = report.workload or report.run_file or "pipeline"
-    t = Table(
-        title=f"tfperf bench: {what} ({report.split}, batch {report.batch_size}, "
+    return (
+        f"tfperf bench: {what} ({report.split}, batch {report.batch_size}, "
         f"{report.batches} batches x {report.repeats} runs)"
     )
+
+
+def _table(report: Any) -> Any:
+    t = Table()
     for col in ("pipeline", "examples/s", "min-max", "MB/s", "CPU us/ex", "of read"):
         t.add_column(col, justify="left" if col == "pipeline" else "right")
     read = next((m for m in report.stages if m.stage == "read"), None)
@@ -146,7 +150,8 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(report.to_dict())
             return
-        out = Console()
+        out = stdout_console()
+        out.print(_heading(report), highlight=False, markup=False)
         out.print(_table(report))
         if report.tuned_over_read is not None:
             out.print(f"tuned reaches {report.tuned_over_read:.0%} of the read-only bound")

@@ -9,15 +9,17 @@ from typing import Annotated
 
 import typer
 
-from tfperf.cli.common import command, console
+from tfperf.cli.common import command, stdout_console
 
 HELP = """Run one task of a training cluster: a TensorFlow gRPC server for the job 'ps' or
 'worker' at the address cluster.yaml gives it, serving until stopped (Ctrl-C/SIGTERM).
 
 cluster.yaml maps jobs to host:port lists, e.g.
-{chief: ["10.0.0.1:2222"], worker: ["10.0.0.2:2222"], ps: ["10.0.0.3:2222"]}.
+  {chief: ["10.0.0.1:2222"], worker: ["10.0.0.2:2222"], ps: ["10.0.0.3:2222"]}
+
 The chief is the coordinator: `tfperf train RUN --set train.strategy=parameter_server
---set train.cluster=cluster.yaml`, started after (or with) the servers."""
+--set train.cluster=cluster.yaml`, started after (or with) the servers.
+"""
 
 
 def register(app: typer.Typer) -> None:
@@ -57,5 +59,7 @@ def register(app: typer.Typer) -> None:
         server = tf.distribute.Server(
             tf.train.ClusterSpec(spec), job_name=job, task_index=index, protocol="grpc", start=True
         )
-        console.print(f"{job} {index} serving at {tasks[index]} ({server.target})")
+        stdout_console().print(
+            f"{job} {index} serving at {tasks[index]} ({server.target})", markup=False
+        )
         server.join()

@@ -1,13 +1,19 @@
-"""What every command shares: the run-file argument, `--set` overrides, `--json`, and
-turning a user's mistake into one clear line and exit status 2 (no traceback)."""
+"""What every command shares: the run-file argument, `--set` overrides, `--json`, the
+report console on stdout, TensorFlow kept quiet unless --verbose, and a user's mistake
+turned into one clear paragraph and exit status 2 (no traceback)."""
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
 import json
 import os
+import re
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -34,9 +40,97 @@ SetOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
-def quiet_tensorflow() -> None:
-    """Silences TF's C++ start-up chatter; must run before tensorflow is imported."""
+# A report redirected or piped is this wide: wide enough that no line ever wraps.
+UNWRAPPED_WIDTH = 10_000
+
+
+def stdout_console() -> Console:
+    """The console of a command's report, on stdout (progress and logs go to stderr): on a
+    terminal it fits the window; redirected or piped (`> file`, `| less`) it never wraps,
+    so a path stays whole on its line."""
+    return Console(width=None if sys.stdout.isatty() else UNWRAPPED_WIDTH)
+
+
+# TensorFlow's (and xprof's) start-up lines: C++ writes them straight to file descriptor 2,
+# before and regardless of Python's logging. Anything else written there is kept.
+STARTUP_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\)|cpu_feature_guard\.cc|"
+    r"^To enable the following instructions:|oneDNN custom operations are on|"
+    r"Unable to register cu(DNN|FFT|BLAS) factory|computation placer already registered|"
+    r"TF-TRT Warning: Could not find TensorRT|No UnifiedProfileProcessor"
+)
+
+
+_verbose = False  # --verbose given: TensorFlow's lines are all shown
+
+
+@contextmanager
+def tensorflow_startup_filtered() -> Iterator[None]:
+    """Runs the body with file descriptor 2 captured, then writes back every captured line
+    except TensorFlow's start-up noise (STARTUP_NOISE); with --verbose, captures nothing."""
+    if _verbose:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    # A file, not a pipe: a full pipe would block the writer with nobody reading.
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            lines = captured.read().decode(errors="replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not STARTUP_NOISE.search(line))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+    """Imports tensorflow, the first time anything does, inside tensorflow_startup_filtered."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)  # once; and the lookup below must not find this finder
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _FilteredLoader(spec.loader)
+        return spec
+
+
+class _FilteredLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__spec__.loader = module.__loader__ = self._loader  # the real one from now on
+        with tensorflow_startup_filtered():
+            self._loader.exec_module(module)
+
+
+def quiet_tensorflow(verbose: bool = False) -> None:
+    """TensorFlow's start-up lines and C++ logs below errors stay hidden (log level 2, unless
+    the environment sets one, and the start-up lines filtered out of `import tensorflow`);
+    `verbose` shows them all. Must run before tensorflow is imported."""
+    global _verbose
+    _verbose = verbose
+    hooks = [f for f in sys.meta_path if isinstance(f, _QuietTensorFlowImport)]
+    if verbose:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        for hook in hooks:
+            sys.meta_path.remove(hook)
+        return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "tensorflow" not in sys.modules and not hooks:
+        sys.meta_path.insert(0, _QuietTensorFlowImport())
 
 
 def print_error(message: str) -> None:

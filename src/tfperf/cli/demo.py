@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from tfperf.cli.common import JsonOpt, console, print_json, user_errors
+from tfperf.cli.common import JsonOpt, console, print_json, stdout_console, user_errors
 
 # The demo's run file: the chess workload, small enough for 2 CPU cores.
 DEMO_RUN: dict[str, Any] = {
@@ -67,11 +67,9 @@ def demo(
     json_out: JsonOpt = False,
 ) -> None:
     """Make chess data, convert it, train ~2 minutes with a separate evaluator, summarize."""
-    from tfperf.cli.common import quiet_tensorflow
     from tfperf.config import dump_config
     from tfperf.inputs.datasets import ensure_workload_data
 
-    quiet_tensorflow()
     out = out.resolve()  # the run file lives in `out`: its paths must not be relative to it
     out.mkdir(parents=True, exist_ok=True)
     cfg = demo_config(out, max_steps, seconds, examples)
@@ -118,8 +116,9 @@ def demo(
     table.add_row("checkpoints", str(result.checkpoint_dir))
     table.add_row("logs", str(result.log_dir))
     table.add_row("run file", str(runfile))
-    console.print(table)
-    console.print(f"open TensorBoard: [bold]tensorboard --logdir {result.log_dir}[/]")
+    out = stdout_console()
+    out.print(table)
+    out.print(f"open TensorBoard: tensorboard --logdir {result.log_dir}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from tfperf.cli.common import (
     JsonOpt,
@@ -18,6 +17,7 @@ from tfperf.cli.common import (
     console,
     load_run,
     print_json,
+    stdout_console,
 )
 from tfperf.util.progress import progress_bar
 
@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json({"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None})
             return
-        stdout = Console(width=max(120, console.width))
+        stdout = stdout_console()
         render_diagnosis(diag, stdout)
         if result is not None:
             render_fix(result, stdout)

@@ -14,26 +14,26 @@ from tfperf.cli.common import (
     RunFileArg,
     SetOpt,
     command,
-    console,
     load_run,
     print_json,
+    stdout_console,
+    tensorflow_startup_filtered,
 )
 
 HELP = """Profile steps START..STOP (global steps, both included) of a real training run of
 the run file, one step per compiled call so that each step is its own trace span.
 
-\b
 Writes, under --out (default {train.out_dir}/profile; checkpoints and logs go there too):
-  logs/plugins/profile/<run>/<host>.xplane.pb  for TensorBoard's profile plugin
-                                               (tensorboard --logdir OUT/logs)
-  timeline.json  Chrome trace-event JSON (open in https://ui.perfetto.dev or
-                 chrome://tracing): per-op time on each device thread, each step a
-                 'train' span with its step_num. Converted with xprof when the profile
-                 extra is installed (pip install 'tfperf\\[profile]'), else read straight
-                 from the XSpace proto (coarser, same events).
-and prints each device's peak memory where TensorFlow tracks it (not on CPU).
+  logs/plugins/profile/<run>/<host>.xplane.pb: for TensorBoard's profile plugin
+    (tensorboard --logdir OUT/logs);
+  timeline.json: Chrome trace-event JSON (open in https://ui.perfetto.dev or
+    chrome://tracing), per-op time on each device thread, each step a 'train' span with
+    its step_num.
 
-\b
+Converted with xprof when the profile extra is installed (pip install
+'tfperf[profile]'), else read straight from the XSpace proto (coarser, same events).
+Prints each device's peak memory where TensorFlow tracks it (not on CPU).
+
 --json prints: xplane, timeline, converter (xprof | xplane_pb2), events, peak_memory,
 steps [START, STOP], out_dir, note.
 """
@@ -79,23 +79,23 @@ def register(app: typer.Typer) -> None:
 
         hook = ProfileHook(start, stop)
         result = train(cfg, hooks=[hook], max_steps=stop, progress=not json_out)
-        prof = write_timeline(result.log_dir, out_dir / "timeline.json")
+        with tensorflow_startup_filtered():  # xprof's own C++ logging starts up here
+            prof = write_timeline(result.log_dir, out_dir / "timeline.json")
         data = {**prof.to_dict(), "steps": [start, stop], "out_dir": str(out_dir)}
         if json_out:
             print_json(data)
             return
-        console.print(f"profiled steps {start}-{stop} of {cfg.source or 'the run'}")
-        console.print(
-            f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir {result.log_dir})"
-        )
-        console.print(
+        out = stdout_console()
+        lines = [
+            f"profiled steps {start}-{stop} of {cfg.source or 'the run'}",
+            f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir {result.log_dir})",
             f"  timeline.json:       {prof.timeline}  ({prof.events} events, "
-            f"{prof.converter}; open in https://ui.perfetto.dev)"
-        )
+            f"{prof.converter}; open in https://ui.perfetto.dev)",
+        ]
         for dev, peak in prof.peak_memory.items():
             shown = f"{peak / 2**20:,.1f} MiB" if isinstance(peak, int) else peak
-            console.print(f"  peak memory {dev}: {shown}")
+            lines.append(f"  peak memory {dev}: {shown}")
         if prof.note:
-            from rich.markup import escape
-
-            console.print(f"[yellow]note:[/] {escape(prof.note)}")
+            lines.append(f"note: {prof.note}")
+        for line in lines:
+            out.print(line, markup=False, highlight=False)

@@ -1,0 +1,92 @@
+"""Reports go to stdout (so `> file` and `| less` work), progress and logs to stderr, and a
+report piped or redirected is never wrapped: paths stay whole on their line."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import yaml
+from clikit import TFPERF, run_tfperf, tiny_dataset
+
+MODEL = """
+import keras
+
+def make_model():
+    inputs = {n: keras.Input(shape=(), name=n) for n in ("x1", "x2")}
+    x = keras.ops.stack([inputs["x1"], inputs["x2"]], axis=-1)
+    return keras.Model(inputs, keras.layers.Dense(1)(x))
+"""
+
+
+def deep_folder(tmp_path):
+    """A folder whose path is far longer than 80 columns, with a space in it."""
+    folder = tmp_path / ("a folder with a rather long name " * 2).strip() / ("deeper_" * 8)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def write_run(folder, **sections) -> str:
+    run = folder / "run.yaml"
+    data = {"data": {"dir": str(folder / "data"), "label": "y"}, **sections}
+    run.write_text(yaml.safe_dump(data))
+    return str(run)
+
+
+def whole_on_a_line(text: str, path: str) -> bool:
+    return any(path in line for line in text.splitlines())
+
+
+def test_bench_table_on_stdout_unwrapped(tmp_path):
+    folder = deep_folder(tmp_path)
+    tiny_dataset(folder / "data")
+    run = write_run(folder, pipeline={"batch_size": 8, "shuffle_buffer": 16})
+    res = run_tfperf("bench", run, "--batches", "2", "--repeats", "1", "--warmup", "0")
+    assert res.returncode == 0, res.stderr
+    assert whole_on_a_line(res.stdout, run), res.stdout
+    assert "examples/s" in res.stdout and "examples/s" not in res.stderr
+
+
+def test_profile_report_on_stdout_unwrapped(tmp_path):
+    folder = deep_folder(tmp_path)
+    tiny_dataset(folder / "data")
+    (folder / "tiny_model.py").write_text(MODEL)
+    run = write_run(
+        folder,
+        pipeline={"batch_size": 8, "shuffle_buffer": 16},
+        model={"name": "tiny_model:make_model", "loss": "mse"},
+        train={"out_dir": str(folder / "run"), "precision": "float32"},
+    )
+    res = run_tfperf("profile", run, "--steps", "2:3", "--out", folder / "prof")
+    assert res.returncode == 0, res.stderr
+    assert whole_on_a_line(res.stdout, str(folder / "prof" / "timeline.json")), res.stdout
+    assert "profiled steps 2-3" in res.stdout and "profiled steps" not in res.stderr
+
+
+def test_config_show_on_stdout_unwrapped(tmp_path):
+    folder = deep_folder(tmp_path)
+    run = write_run(folder)
+    res = run_tfperf("config", "--show", run)
+    assert res.returncode == 0, res.stderr
+    assert whole_on_a_line(res.stdout, str(folder / "data")), res.stdout
+
+
+def test_cluster_server_says_where_it_serves_on_stdout(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("ps: ['localhost:0']\nworker: ['localhost:0']\n")
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("w") as o, err.open("w") as e:
+        proc = subprocess.Popen(
+            [TFPERF, "cluster-server", "--job", "ps", "--index", "0", "--cluster", cluster],
+            stdout=o,
+            stderr=e,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while "serving" not in out.read_text() + err.read_text() and proc.poll() is None:
+                assert time.monotonic() < deadline, "no line from the server in 120 s"
+                time.sleep(0.2)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    assert out.read_text().startswith("ps 0 serving at localhost:0"), err.read_text()
