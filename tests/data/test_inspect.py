@@ -46,7 +46,7 @@ def test_inspect_shows_splits_schema_and_an_example(tmp_path, cli):
     root, m = make(tmp_path)
     res = cli("inspect", root)
     assert res.exit_code == 0, res.output
-    text = res.stderr + res.stdout
+    text = res.stdout  # the report, on stdout
     assert m.splits["train"].shards[0].file in text and "40 records" in text
     assert "float32" in text and "[4]" in text
     res = cli("inspect", root, "--json")
@@ -76,7 +76,7 @@ def test_truncated_shard_is_named_with_its_offset(tmp_path, cli):
     victim.write_bytes(victim.read_bytes()[:cut])
     res = cli("inspect", root, "--verify")
     assert res.exit_code == 1
-    text = " ".join(res.stderr.split())
+    text = " ".join(res.stdout.split())
     assert f"{victim.name}: first bad record at byte {recs[2][0]};" in text
     assert "truncated record" in text
     report = verify_dir(root)
@@ -125,7 +125,7 @@ def test_count_mismatch_and_missing_shard(tmp_path, cli):
     assert problems[second.file] == ["missing file"]
     assert f"expected {first.records} records, found {first.records - 1}" in problems[first.file]
     res = cli("inspect", root, "--verify")
-    assert res.exit_code == 1 and "2 of" in res.stderr
+    assert res.exit_code == 1 and "2 of" in res.stdout
 
 
 def _decompressible(data: bytes) -> int:
@@ -164,7 +164,41 @@ def test_gzip_flipped_byte_is_named(tmp_path, cli):
     victim.write_bytes(bytes(data))
     res = cli("inspect", root, "--verify")
     assert res.exit_code == 1
-    text = " ".join(res.stderr.split())
+    text = " ".join(res.stdout.split())
     assert f"{victim.name}: first bad record at byte" in text
     assert "offsets in the decompressed GZIP stream" in text
     assert load_manifest(root).compression == "GZIP"
+
+
+def test_reports_go_to_stdout_unwrapped_when_piped(tmp_path, tfperf_exe):
+    import os
+    import subprocess
+
+    deep = tmp_path / ("a folder with a rather long name " * 2).strip() / ("deeper_" * 8)
+    root, _ = make(deep)
+    np.savez(deep / "d.npz", x=np.arange(5))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "80"}
+    res = subprocess.run(
+        [tfperf_exe, "inspect", root, "--verify"], capture_output=True, text=True, env=env
+    )
+    assert res.returncode == 0, res.stderr
+    assert any(str(root) in line for line in res.stdout.splitlines()), res.stdout
+    assert "40 records" in res.stdout and "verified" in res.stdout
+    assert "records" not in res.stderr
+    res = subprocess.run(
+        [tfperf_exe, "convert", deep / "d.npz", "--out", deep / "c"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert any(f"{deep / 'c'}: split train: 5 records" in ln for ln in res.stdout.splitlines())
+
+
+def test_float32_values_print_as_float32(tmp_path, cli):
+    rows = [{"v": np.float32(0.1), "w": np.array([0.1, 1 / 3], np.float32)}]
+    convert(rows, tmp_path / "o", progress=False)
+    res = cli("inspect", tmp_path / "o", "--json")
+    example = json.loads(res.stdout)["splits"]["train"]["example"]
+    assert example["v"] == "float32 0.1", example
+    assert example["w"] == "float32[2] [0.1, 0.33333334]", example

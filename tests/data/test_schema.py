@@ -97,7 +97,7 @@ def test_validate_row_names_the_problem(row_update, feature, expected, found):
     e = err.value
     assert (e.row, e.feature) == (7, feature)
     assert expected in e.expected and found in e.found
-    assert str(e).startswith("row 7, feature")
+    assert str(e).startswith("row 8, feature")  # index 7: the 8th row, counted from 1
 
 
 def test_missing_and_unknown_features():

@@ -10,8 +10,11 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
-from tfperf.cli.common import JsonOpt, console, print_json, user_errors
+from tfperf.cli.common import JsonOpt, print_json, stdout_console, user_errors
 from tfperf.data.manifest import load_manifest
 from tfperf.data.verify import RecordError, first_record, verify_dir
 
@@ -20,10 +23,12 @@ def _show_value(value: Any) -> str:
     if isinstance(value, bytes):
         return repr(value[:48]) + (f"... ({len(value)} bytes)" if len(value) > 48 else "")
     arr = np.asarray(value)
+    # str() of numpy scalars: a float32 prints as float32 (0.1), not as the float64 that
+    # format() and .item() widen it to (0.10000000149011612)
     if arr.ndim == 0:
-        return f"{arr.dtype} {arr.item()!r}"
+        return f"{arr.dtype} {str(arr[()])}"
     flat = arr.reshape(-1)
-    head = np.array2string(flat[:8], precision=4, separator=", ")
+    head = "[" + ", ".join(str(v) for v in flat[:8]) + "]"
     more = f" ... ({flat.size} values)" if flat.size > 8 else ""
     return f"{arr.dtype}{list(arr.shape)} {head}{more}"
 
@@ -67,19 +72,21 @@ def describe(root: str, split: str | None = None) -> dict[str, Any]:
     return out
 
 
-def _print(desc: dict[str, Any]) -> None:
+def _print(desc: dict[str, Any], console: Console) -> None:
     from rich.table import Table
 
     pre = f", preprocess {desc['preprocess']}" if desc["preprocess"] else ""
     console.print(
-        f"[bold]{desc['root']}[/]: dataset '{desc['name']}', compression "
-        f"{desc['compression']}, source {desc['source'] or '-'}{pre}"
+        f"[bold]{escape(desc['root'])}[/]: dataset '{desc['name']}', compression "
+        f"{desc['compression']}, source {escape(desc['source'] or '-')}{escape(pre)}",
+        highlight=False,
     )
     for sp, info in desc["splits"].items():
         rej = f", {info['rejected']} rejected ({info['rejects_file']})" if info["rejected"] else ""
         console.print(
             f"\nsplit [bold]{sp}[/]: {info['records']:,} records, "
-            f"{len(info['shards'])} shards, {info['bytes']:,} bytes{rej}"
+            f"{len(info['shards'])} shards, {info['bytes']:,} bytes{rej}",
+            highlight=False,
         )
         shards = Table("shard", "records", "bytes", "sha256", box=None)
         for s in info["shards"]:
@@ -94,11 +101,11 @@ def _print(desc: dict[str, Any]) -> None:
                 f["dtype"],
                 shape,
                 f["storage"] or "default",
-                str(example.get(f["name"], "")),
+                Text(str(example.get(f["name"], ""))),  # a value is text, never markup
             )
         console.print(schema)
         if example.get("error"):
-            console.print(f"[red]first record unreadable: {example['error']}[/]")
+            console.print(f"[red]first record unreadable: {escape(example['error'])}[/]")
 
 
 def register(app: typer.Typer) -> None:
@@ -137,14 +144,15 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(desc)
         else:
-            _print(desc)
+            console = stdout_console()  # the report on stdout: `inspect DIR > f` works
+            _print(desc, console)
             if report is not None:
-                _print_report(report)
+                _print_report(report, console)
         if report is not None and not report.ok:
             raise typer.Exit(1)
 
 
-def _print_report(report: Any) -> None:
+def _print_report(report: Any, console: Console) -> None:
     n = len(report.shards)
     if report.ok:
         console.print(

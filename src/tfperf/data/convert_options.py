@@ -6,11 +6,11 @@ PreprocessFactory that worker processes rebuild). No I/O beyond importing a name
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfperf.data.schema import Schema
+from tfperf.data.schema import DTYPES, Schema, SchemaError, check_dtype
 from tfperf.data.shards import DEFAULT_SHARD_BYTES, is_valid_name
 from tfperf.errors import UserError
 from tfperf.util.imports import load_object
@@ -64,6 +64,10 @@ class ConvertOptions:
     image_size: tuple[int, int] | None = None  # image folders; None: the schema's 'image'
     channels: int = 3  # image folders: RGB
     workload: str | None = None  # the built-in workload that generated the rows (manifest)
+    overwrite: bool = False  # replace splits of --out whose schema differs (their shards go)
+    column_types: Mapping[str, str] | None = None  # CSV: dtypes declared for some columns
+    seed: int = 0  # image folders: the seed of the shuffled file order
+    tfds_metadata: bool = False  # also write TFDS's dataset_info.json and features.json
 
     def __post_init__(self) -> None:
         key = (self.compression or "").lower()
@@ -86,6 +90,22 @@ class ConvertOptions:
             raise ConvertError(f"--name: expected letters, digits, '_' or '.', found {self.name!r}")
         if self.shard_bytes <= 0:
             raise ConvertError(f"--shard-size: expected a size > 0, found {self.shard_bytes}")
+        if self.column_types:
+            if self.schema is not None:
+                raise ConvertError(
+                    "--column-types: give either --schema (every feature) or --column-types "
+                    "(some CSV columns), not both"
+                )
+            try:
+                for col, dtype in self.column_types.items():
+                    check_dtype(dtype, f"--column-types {col}")
+            except SchemaError as exc:
+                raise ConvertError(str(exc)) from None
+        if self.tfds_metadata and self.compression:
+            raise ConvertError(
+                "--tfds-metadata: TFDS reads uncompressed TFRecord shards only; convert with "
+                "--compression none"
+            )
         pre = self.preprocess
         if pre is not None and not isinstance(pre, (str, PreprocessFactory)) and not callable(pre):
             raise ConvertError(
@@ -110,6 +130,14 @@ def load_preprocess(pre: Any) -> Callable[[Any], Any] | None:
     return pre
 
 
+def preprocess_label(pre: Preprocess) -> str | None:
+    """How error messages name the preprocess function: as the option, when it was one."""
+    spec = describe_preprocess(pre)
+    if spec is None:
+        return None
+    return f"--preprocess {spec}" if isinstance(pre, str) else f"preprocess {spec}"
+
+
 def describe_preprocess(pre: Preprocess) -> str | None:
     """How the manifest and resume checks name the preprocess option."""
     if pre is None:
@@ -119,3 +147,17 @@ def describe_preprocess(pre: Preprocess) -> str | None:
     if isinstance(pre, PreprocessFactory):
         return pre.description
     return f"{pre.__module__}:{getattr(pre, '__qualname__', '?')}"
+
+
+def parse_column_types(text: str) -> dict[str, str]:
+    """'zip=bytes, n=int32' (--column-types) -> {'zip': 'bytes', 'n': 'int32'}."""
+    types: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        name, eq, dtype = part.partition("=")
+        if not part or not eq or not name.strip() or not dtype.strip():
+            raise ConvertError(
+                f"--column-types: expected NAME=DTYPE[,NAME=DTYPE...] with DTYPE one of "
+                f"{', '.join(DTYPES)}; found {part!r}"
+            )
+        types[name.strip()] = dtype.strip()
+    return types

@@ -32,6 +32,7 @@ def fingerprint(
         "preprocess": preprocess,
         "compression": options.compression,
         "on_bad_row": options.on_bad_row,
+        "shuffle_seed": src.shuffle_seed,  # image folders: the order of the files
     }
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfperf.data.convert_options import PreprocessFactory, load_preprocess
+from tfperf.data.convert_options import ConvertError, PreprocessFactory, load_preprocess
 from tfperf.data.schema import RowError, Schema
 from tfperf.data.shards import temp_name
 from tfperf.data.sources import BadValue, RowSource
@@ -47,6 +47,15 @@ class ShardTask:
     preprocess: Any  # a callable, a 'module:function' string, a PreprocessFactory, or None
     compression: str
     on_bad_row: str
+    preprocess_name: str | None = None  # how messages name the function
+
+    def locate(self, index: int) -> str:
+        """Row `index` as messages name it (a CSV's line, else the row counted from 1)."""
+        return self.source.locate(index) if self.source is not None else f"row {index + 1}"
+
+    @property
+    def item(self) -> str:
+        return self.source.item if self.source is not None else "feature"
 
 
 @dataclass
@@ -65,8 +74,37 @@ class BadRowError(Exception):
     """A bad row with on_bad_row='error', or a source that ended early (message complete)."""
 
 
-class PreprocessError(Exception):
-    """The user's preprocess function raised or returned something other than a dict."""
+class PreprocessError(ConvertError):
+    """The user's preprocess function raised or returned something other than a dict: one
+    paragraph naming the function, the row (from 1), the exception and where it was raised.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        name: str | None,
+        problem: str,
+        location: str | None = None,
+        where: str | None = None,
+    ):
+        self.index, self.name, self.problem = index, name or "the preprocess function", problem
+        text = self.located(location or f"row {index + 1}")
+        super().__init__(f"{where}: {text}" if where else text)
+
+    def located(self, location: str) -> str:
+        return (
+            f"{location}: {self.name} {self.problem}; fix the function (it takes one row, a "
+            f"dict of features, and returns one), or have it raise tfperf.RowError for rows "
+            f"that --on-bad-row skip should set aside"
+        )
+
+
+def _raised(exc: BaseException) -> str:
+    """ "raised ValueError: text (at file, line N, in fn)": the exception and its last frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" (at {frames[-1].filename}, line {frames[-1].lineno}, in {frames[-1].name})"
+    text = " ".join(str(exc).split())
+    return f"raised {type(exc).__name__}{': ' + text if text else ''}{at if frames else ''}"
 
 
 # ---- a worker process's state: set once per process by _init_worker (or set_task) -------
@@ -92,35 +130,43 @@ def _set_task(task: ShardTask) -> None:
 
 
 # ---- one row, one shard ----------------------------------------------------------------
+def check_read(row: Any, index: int) -> None:
+    """Raises RowError for a value the reader could not make sense of (before any
+    preprocess function sees the row)."""
+    if isinstance(row, dict):
+        for k, v in row.items():
+            if isinstance(v, BadValue):
+                raise RowError(index, str(k), v.expected, v.found, v.hint)
+
+
 def encode_row(schema: Schema, row: Any, index: int) -> bytes:
     """The serialized tf.train.Example of `row`; RowError names what is wrong with it."""
     if not isinstance(row, dict):
-        raise RowError(index, "(row)", "a dict of features", type(row).__name__)
+        raise RowError(index, RowError.WHOLE_ROW, "a dict of features", type(row).__name__)
+    check_read(row, index)
     for k, v in row.items():
         if v is None:
             raise RowError(index, str(k), "a value", "an empty cell / null")
-        if isinstance(v, BadValue):
-            raise RowError(index, str(k), v.expected, v.found)
     return schema.encode(row, index)
 
 
-def apply_preprocess(fn: Callable[[Any], Any] | None, row: Any, index: int) -> Any:
-    """`fn(row)` checked to be a dict; the user's exceptions become PreprocessError (a
-    RowError passes as it is: the row is bad, not the function)."""
+def apply_preprocess(
+    fn: Callable[[Any], Any] | None, row: Any, index: int, name: str | None = None
+) -> Any:
+    """`fn(row)` checked to be a dict; the user's exceptions become PreprocessError naming
+    the function `name` (a RowError passes as it is: the row is bad, not the function)."""
     if fn is None:
         return row
+    check_read(row, index)
     try:
         out = fn(row)
     except RowError:
         raise
     except Exception as exc:
-        tb = "".join(traceback.format_exception(exc)[-3:]).rstrip()
-        raise PreprocessError(f"row {index}: the preprocess function raised:\n{tb}") from None
+        raise PreprocessError(index, name, _raised(exc)) from None
     if not isinstance(out, dict):
-        raise PreprocessError(
-            f"row {index}: the preprocess function must return a dict of features, "
-            f"found {type(out).__name__}"
-        )
+        found = type(out).__name__
+        raise PreprocessError(index, name, f"returned {found}, expected a dict of features")
     return out
 
 
@@ -142,6 +188,16 @@ class _HashingSink:
 def _short_repr(row: Any, limit: int = 2000) -> str:
     text = repr(row)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+def _reject(task: ShardTask, index: int, message: str, row: Any) -> str:
+    """One line of the rejects file: the row counted from 1 (and its line in a text file)."""
+    entry: dict[str, Any] = {"row": index + 1}
+    line = task.source.line_of(index) if task.source is not None else None
+    if line is not None:
+        entry["line"] = line
+    entry.update(error=message, repr=_short_repr(row))
+    return json.dumps(entry)
 
 
 def _write_shard(job: ShardJob) -> dict[str, Any]:
@@ -169,13 +225,15 @@ def _write_shard(job: ShardJob) -> dict[str, Any]:
         for offset, row in enumerate(rows):
             index, seen = job.start + offset, seen + 1
             try:
-                data = encode_row(task.schema, apply_preprocess(_PRE, row, index), index)
+                pre = apply_preprocess(_PRE, row, index, task.preprocess_name)
+                data = encode_row(task.schema, pre, index)
+            except PreprocessError as exc:
+                raise BadRowError(f"{task.where}: {exc.located(task.locate(index))}") from None
             except RowError as exc:
+                message = exc.located(task.locate(index), task.item)
                 if task.on_bad_row == "error":
-                    raise BadRowError(f"{task.where}: {exc}") from None
-                rejects.append(
-                    json.dumps({"row": index, "error": str(exc), "repr": _short_repr(row)})
-                )
+                    raise BadRowError(f"{task.where}: {message}") from None
+                rejects.append(_reject(task, index, message, row))
                 continue
             finally:
                 unticked += 1
@@ -192,7 +250,7 @@ def _write_shard(job: ShardJob) -> dict[str, Any]:
     if seen != job.stop - job.start:
         os.unlink(tmp)
         raise BadRowError(
-            f"{task.where}: expected rows {job.start}..{job.stop - 1}, "
+            f"{task.where}: expected rows {job.start + 1}..{job.stop} (counted from 1), "
             f"the source ended after {seen} of them"
         )
     if rejects:
@@ -214,9 +272,15 @@ def _run_job(job: ShardJob) -> dict[str, Any]:
     """A job's result, or its error as text (exceptions do not always pickle)."""
     try:
         return _write_shard(job)
-    except (BadRowError, PreprocessError, UserError) as exc:
+    except (BadRowError, UserError) as exc:
         where = "" if isinstance(exc, BadRowError) else f"{_TASK.where if _TASK else ''}: "
         return {"index": job.index, "error": f"{where}{exc}", "user": True}
+    except OSError as exc:  # the disk, not the code: full, read-only, removed under us
+        out = _TASK.out_dir if _TASK else "?"
+        problem = exc.strerror or str(exc)
+        path = f" ({exc.filename})" if exc.filename else ""
+        text = f"--out {out}, shard {job.file}: {problem}{path}; free space or fix access"
+        return {"index": job.index, "error": text, "user": True}
     except Exception:
         return {"index": job.index, "error": traceback.format_exc(), "user": False}
 

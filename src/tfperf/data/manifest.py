@@ -1,5 +1,9 @@
 """manifest.json: what `convert` wrote (schema, shards with counts, bytes and checksums,
-rejected rows), read back by the pipeline, `inspect` and `--resume`. Writes are atomic."""
+rejected rows), read back by the pipeline, `inspect` and `--resume`. Writes are atomic.
+
+docs/manifest.md is its spec. Unknown keys, at every level, are kept and ignored (a newer
+tfperf may add some); a manifest of another major format version is refused by name.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from tfperf.errors import UserError
 from tfperf.util.files import write_text_atomic
 
 MANIFEST_NAME = "manifest.json"
+FORMAT = "tfperf.manifest/1"  # "tfperf.manifest/MAJOR": readers read their own major only
 
 
 class ManifestError(UserError):
@@ -21,7 +26,7 @@ class ManifestError(UserError):
 
 
 class ShardInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # unknown keys: kept and ignored
 
     file: str  # relative to the manifest's directory
     records: int = Field(ge=0)
@@ -39,13 +44,11 @@ class SplitInfo(BaseModel):
     # raw splits beside its preprocessed ones); None: the manifest's schema.
     schema_: Schema | None = Field(None, alias="schema")
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
 class Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    format: Literal["tfperf.manifest/1"] = "tfperf.manifest/1"
+    format: str = FORMAT  # load_manifest refuses another major version
     name: str
     schema_: Schema = Field(alias="schema")
     compression: Literal["", "GZIP"] = ""
@@ -53,8 +56,9 @@ class Manifest(BaseModel):
     source: str = ""
     preprocess: str | None = None  # 'module:function' applied during convert, if any
     workload: str | None = None  # the built-in workload whose data this is, if any
+    tfds_metadata: bool = False  # convert keeps TFDS's dataset_info.json/features.json current
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     @property
     def schema(self) -> Schema:  # type: ignore[override]
@@ -88,7 +92,14 @@ def load_manifest(path: str | Path) -> Manifest:
     if not p.exists():
         raise ManifestError(f"{p}: no manifest here; run `tfperf convert` to make one")
     try:
-        return Manifest.model_validate(json.loads(p.read_text()))
+        data = json.loads(p.read_text())
+        found = data.get("format", FORMAT) if isinstance(data, dict) else FORMAT
+        if found != FORMAT:
+            raise ManifestError(
+                f"{p}: format {found!r} is not one this tfperf reads ({FORMAT}); read it "
+                f"with the tfperf that wrote it, or convert the data again"
+            )
+        return Manifest.model_validate(data)
     except (json.JSONDecodeError, ValidationError) as exc:
         raise ManifestError(f"{p}: not a valid tfperf manifest: {exc}") from None
 

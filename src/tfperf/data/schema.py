@@ -51,18 +51,38 @@ class SchemaError(UserError):
 
 
 class RowError(UserError):
-    """A row that does not match the schema; the message names row, feature, expected, found."""
+    """A row that does not match the schema; the message names row, feature, expected, found.
 
-    def __init__(self, row: int | None, feature: str, expected: str, found: str):
+    `row` is the row's index (from 0); messages count rows from 1, as users do. A feature
+    of "(row)" means the whole row (e.g. a CSV line with too many cells). `hint` says how
+    to fix it, when there is more to say than expected vs found.
+    """
+
+    WHOLE_ROW = "(row)"
+
+    def __init__(
+        self, row: int | None, feature: str, expected: str, found: str, hint: str | None = None
+    ):
         self.row, self.feature, self.expected, self.found = row, feature, expected, found
-        where = f"row {row}" if row is not None else "row"
-        super().__init__(f"{where}, feature '{feature}': expected {expected}, found {found}")
+        self.hint = hint
+        super().__init__(self.located("row" if row is None else f"row {row + 1}"))
+
+    def located(self, location: str, item: str = "feature") -> str:
+        """The message with the row named by `location` (e.g. "line 7") and its fields
+        called `item` (e.g. "column")."""
+        field = "" if self.feature == self.WHOLE_ROW else f", {item} '{self.feature}'"
+        hint = f"; {self.hint}" if self.hint else ""
+        return f"{location}{field}: expected {self.expected}, found {self.found}{hint}"
 
 
 class Feature(BaseModel):
-    """One named feature: dtype, shape of one example, fixed or variable length."""
+    """One named feature: dtype, shape of one example, fixed or variable length.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Unknown keys (a newer tfperf's) are kept and ignored; `schema_from_dict` refuses them
+    in a schema the user writes, where they are typos.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     name: str
     dtype: DType
@@ -110,11 +130,16 @@ class Feature(BaseModel):
         """Numeric data packed as bytes (decoded with decode_raw after parsing)."""
         return self.stored_as == "bytes" and self.dtype != "bytes"
 
+    def describe(self) -> str:
+        """`name dtype [shape]` as messages show it, e.g. "img uint8 [2, 2]", "ids int64 varlen"."""
+        shape = " varlen" if self.varlen else f" {list(self.shape)}" if self.shape else ""
+        return f"{self.name} {self.dtype}{shape}"
+
 
 class Schema(BaseModel):
     """An ordered set of features; JSON-serialisable into manifest.json."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="allow")  # unknown keys: as in Feature
 
     features: tuple[Feature, ...] = Field(min_length=1)
 
@@ -139,6 +164,37 @@ class Schema(BaseModel):
             if f.name == name:
                 return f
         raise KeyError(name)
+
+    def same_records(self, other: Schema | None) -> bool:
+        """Whether records of `other` read as this schema's: the same features, ignoring
+        unknown keys (a newer tfperf's notes) that do not change how records are read."""
+        if other is None:
+            return False
+        known = set(Feature.model_fields)
+        mine = [f.model_dump(include=known) for f in self.features]
+        return mine == [f.model_dump(include=known) for f in other.features]
+
+    def describe(self) -> str:
+        """Every feature as `name dtype [shape]`, e.g. "id int64, x float32 [2]"."""
+        return ", ".join(f.describe() for f in self.features)
+
+    def with_dtypes(self, dtypes: Mapping[str, str], option: str = "--column-types") -> Schema:
+        """This schema with some features' dtypes replaced (a bytes feature has no shape);
+        SchemaError names `option` and the unknown names or dtypes."""
+        unknown = [n for n in dtypes if n not in self.names]
+        if unknown:
+            raise SchemaError(
+                f"{option}: no column {unknown[0]!r}; the columns are {', '.join(self.names)}"
+            )
+        feats = []
+        for f in self.features:
+            if f.name not in dtypes:
+                feats.append(f)
+                continue
+            dtype = check_dtype(dtypes[f.name], f"{option} {f.name}")
+            shape = () if dtype == "bytes" else f.shape
+            feats.append(Feature(name=f.name, dtype=dtype, shape=shape, varlen=f.varlen))
+        return Schema(features=tuple(feats))
 
     # ---- validation ------------------------------------------------------------------
     def validate_row(self, row: Mapping[str, Any], index: int | None = None) -> dict[str, Any]:
@@ -312,8 +368,31 @@ def _check_value(f: Feature, value: Any, index: int | None) -> Any:
     return arr.astype(target, copy=False)
 
 
-def schema_from_dict(data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Schema:
-    """Builds a Schema from manifest JSON or a run file's list of features."""
+DTYPES: tuple[str, ...] = DType.__args__  # type: ignore[attr-defined]
+
+
+def check_dtype(text: str, where: str) -> str:
+    """`text` if it is a schema dtype, else a SchemaError listing them."""
+    if text not in DTYPES:
+        raise SchemaError(f"{where}: expected a dtype, one of {', '.join(DTYPES)}; found {text!r}")
+    return text
+
+
+def schema_from_dict(
+    data: Mapping[str, Any] | Sequence[Mapping[str, Any]], strict: bool = True
+) -> Schema:
+    """Builds a Schema from {features: [...]} or a list of features. `strict` (a schema the
+    user wrote) refuses unknown keys, which are typos there; a manifest's are kept."""
+    feats = data.get("features") if isinstance(data, Mapping) else data
+    if strict and isinstance(feats, Sequence):
+        known = set(Feature.model_fields)
+        for i, f in enumerate(feats):
+            extra = sorted(set(f) - known) if isinstance(f, Mapping) else []
+            if extra:
+                name = f.get("name", f"#{i + 1}")
+                raise SchemaError(
+                    f"feature {name!r}: unknown key {extra[0]!r}; expected {', '.join(known)}"
+                )
     if isinstance(data, Mapping):
         return Schema.model_validate(data)
     return Schema(features=tuple(Feature.model_validate(d) for d in data))

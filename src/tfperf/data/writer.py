@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tfperf.data.convert_lock import make_out, manifest_lock, remove_made, split_lock
 from tfperf.data.convert_options import (
     ConvertError,
     ConvertOptions,
     PreprocessFactory,
     describe_preprocess,
     load_preprocess,
+    preprocess_label,
 )
 from tfperf.data.convert_resume import Progress, fingerprint, remove_stale, resume_point
 from tfperf.data.convert_worker import (
@@ -39,6 +41,13 @@ from tfperf.data.manifest import (
     manifest_path,
     save_manifest,
 )
+from tfperf.data.manifest_merge import (
+    DatasetFields,
+    check_conflicts,
+    merge_split,
+    remove_splits,
+    split_files,
+)
 from tfperf.data.schema import RowError, Schema
 from tfperf.data.shards import (
     LABELS_FILE,
@@ -54,10 +63,11 @@ from tfperf.data.shards import (
     temp_glob,
 )
 from tfperf.data.sources import RowSource, infer_schema_from_row, open_rows
+from tfperf.data.tfds_export import write_tfds_metadata
 from tfperf.util.files import write_text_atomic
 from tfperf.util.progress import ProgressBar, progress_bar
 
-__all__ = ["ConvertError", "ConvertOptions", "PreprocessFactory", "convert"]
+__all__ = ["ConvertError", "ConvertOptions", "PreprocessError", "PreprocessFactory", "convert"]
 
 
 def convert(
@@ -75,15 +85,27 @@ def convert(
     row); preprocess: applied to each row once, here (a callable, 'module:function', or a
     PreprocessFactory that worker processes call to rebuild the function); on_bad_row:
     'error' stops at the first bad row (shards already finished stay), 'skip' writes it to
-    NAME-SPLIT.rejects.jsonl; resume: continue an interrupted run. Returns the updated
-    manifest (other splits in out_dir are kept).
+    NAME-SPLIT.rejects.jsonl; resume: continue an interrupted run; overwrite: replace the
+    splits of out_dir whose records have another schema (else refused). Returns the updated
+    manifest (other splits in out_dir are kept). The split is locked while it is written
+    (another convert of it is refused) and manifest.json is merged under a lock, so that
+    converts of different splits into one folder can run at once.
     """
     if options is None:
         opts = ConvertOptions(**overrides)
     else:
         opts = dataclasses.replace(options, **overrides) if overrides else options
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    made = make_out(out)
+    try:
+        with split_lock(out, opts.split):
+            return _convert_split(source, out, opts)
+    except BaseException:
+        remove_made(made)  # only folders this run made and left empty
+        raise
+
+
+def _convert_split(source: Any, out: Path, opts: ConvertOptions) -> Manifest:
     existing = _existing_manifest(out, opts.compression)
     pre_fn, pre_spec = load_preprocess(opts.preprocess), describe_preprocess(opts.preprocess)
     src = open_rows(
@@ -92,47 +114,63 @@ def convert(
         image_size=opts.image_size,
         channels=opts.channels,
         classes=_read_labels(out),
+        column_types=opts.column_types,
+        seed=opts.seed,
     )
     name, split = opts.name or default_name(src.default_name), opts.split
     total = len(src) if opts.max_examples is None else min(len(src), opts.max_examples)
     schema, plan = _schema_and_plan(src, total, opts, pre_fn, pre_spec)
+    replaced = []
+    if existing is not None:
+        replaced = check_conflicts(out, existing, split, schema, opts.workload, opts.overwrite)
 
     fp = fingerprint(src, total, schema, pre_spec, opts)
     point = resume_point(out, name, split, fp, plan, existing, opts.resume)
+    notes = src.notes + point.notes
     if point.complete:
         assert existing is not None
         with progress_bar(name, enabled=False, notes_when_disabled=opts.progress) as quiet:
-            _show_notes(quiet, point.notes)
+            _show_notes(quiet, notes)
         return existing
     progress = point.progress
-    existing = _clear_split(out, existing, name, split, progress)
-    task, workers = _shard_task(out, src, schema, pre_fn, opts, progress, point.notes)
+    _clear_split(out, name, split, progress, opts, replaced)
+    task, workers = _shard_task(out, src, schema, pre_fn, opts, progress, notes)
     jobs = _jobs(src, progress.plan, name, split, set(progress.finished))
     try:
-        _write_shards(f"{name}/{split}", total, task, jobs, workers, progress, opts, point.notes)
+        _write_shards(f"{name}/{split}", total, task, jobs, workers, progress, opts, notes)
     except BaseException:
         for p in out.glob(temp_glob(name, split)):
             p.unlink(missing_ok=True)  # this run's unfinished shards; finished ones stay
+        if not progress.finished:
+            progress.path.unlink(missing_ok=True)  # nothing a --resume could keep
         raise
-    return _finalize(out, existing, src, schema, progress, name, split, opts, pre_spec)
+    fields = DatasetFields(
+        name, opts.compression, src.path, pre_spec, opts.workload, opts.tfds_metadata
+    )
+    return _finalize(out, src, schema, progress, split, opts, fields)
 
 
 def _clear_split(
-    out: Path, existing: Manifest | None, name: str, split: str, progress: Progress
-) -> Manifest | None:
-    """Removes what an earlier run of the split left, keeping the shards being resumed;
-    returns the manifest as it now is on disk."""
+    out: Path, name: str, split: str, progress: Progress, opts: ConvertOptions, replaced: list[str]
+) -> None:
+    """Removes what an earlier run of the split left (keeping the shards being resumed)
+    and the splits --overwrite replaces; the manifest, re-read under its lock, stops
+    listing them before any shard is rewritten."""
     # Leftovers of an interrupted run; old shards of this split go when it is finished.
     parts = {rejects_part_name(name, split, i) for i in progress.finished}
     keep = {p.name for p in out.glob(shard_glob(name, split))} | parts
     remove_stale(out, name, split, keep=keep)
-    if existing is not None and split in existing.splits and not progress.finished:
-        # The manifest must never list shards that are being rewritten.
-        existing = existing.model_copy(deep=True)
-        del existing.splits[split]
-        save_manifest(existing, out)
+    with manifest_lock(out):
+        current = _existing_manifest(out, opts.compression)
+        if current is not None:
+            m = remove_splits(out, current, [s for s in replaced if s in current.splits])
+            if split in m.splits and not progress.finished:
+                for f in split_files(m.splits.pop(split)):
+                    if not f.startswith(f"{name}-{split}."):
+                        (out / f).unlink(missing_ok=True)  # another --name: never listed again
+            if m != current:
+                save_manifest(m, out)
     progress.save()
-    return existing
 
 
 def _shard_task(
@@ -156,6 +194,7 @@ def _shard_task(
         pre_fn,
         opts.compression,
         opts.on_bad_row,
+        preprocess_label(opts.preprocess),
     )
     if workers <= 1:
         return task, workers
@@ -222,20 +261,23 @@ def _schema_and_plan(
 ) -> tuple[Schema, ShardPlan]:
     """The output schema and the shard plan, from the first rows (preprocessed, encoded)."""
     head = src.head(min(total, SAMPLE_ROWS))
-    samples = []
+    samples, failed = [], None
     for i, row in enumerate(head):
         try:
-            samples.append(apply_preprocess(pre_fn, row, i))
-        except (RowError, PreprocessError):
+            samples.append(apply_preprocess(pre_fn, row, i, preprocess_label(opts.preprocess)))
+        except RowError:
             continue  # reported in order by the shard that holds the row
+        except PreprocessError as exc:
+            failed = failed or exc  # likewise, unless no row gets through
     schema = opts.schema
     if schema is None:
         if pre_fn is None:
             schema = src.infer_schema()
         elif samples:
             schema = infer_schema_from_row(samples[0], f"{pre_spec}: its first output row")
-        elif head:
-            apply_preprocess(pre_fn, head[0], 0)  # raises the first row's error
+        elif failed is not None:
+            i = failed.index
+            raise PreprocessError(i, failed.name, failed.problem, src.locate(i), src.path)
     if schema is None:
         raise ConvertError(f"{src.path}: no rows to infer a schema from; give a schema")
     sizes = []
@@ -284,16 +326,16 @@ def _join_rejects(out: Path, name: str, split: str, shards: list[dict[str, Any]]
 
 def _finalize(
     out: Path,
-    existing: Manifest | None,
     src: RowSource,
     schema: Schema,
     progress: Progress,
-    name: str,
     split: str,
     opts: ConvertOptions,
-    pre_spec: str | None,
+    fields: DatasetFields,
 ) -> Manifest:
-    """Joins rejects, adds the split to manifest.json, removes leftovers."""
+    """Joins rejects, merges the split into manifest.json as it is now on disk (another
+    convert may have added a split meanwhile), removes leftovers."""
+    name = fields.name
     shards = [progress.finished[i] for i in range(progress.plan.num_shards)]
     rejects_file = _join_rejects(out, name, split, shards)
     info = SplitInfo(
@@ -302,25 +344,18 @@ def _finalize(
         rejected=sum(s["rejected"] for s in shards),
         rejects_file=rejects_file,
     )
-    if existing is None or (set(existing.splits) <= {split}):
-        manifest = Manifest(
-            name=name,
-            schema=schema,
-            compression=opts.compression,
-            splits={split: info},
-            source=src.path,
-            preprocess=pre_spec,
-            workload=opts.workload,
-        )
-    else:
-        manifest = existing.model_copy(deep=True)
-        if schema != manifest.schema:
-            info.schema_ = schema  # this split's records differ from the manifest's schema
-        manifest.splits[split] = info
-        manifest.workload = manifest.workload or opts.workload
-    if src.classes:
-        (out / LABELS_FILE).write_text("\n".join(src.classes) + "\n")
-    save_manifest(manifest, out)
+    with manifest_lock(out):
+        current = _existing_manifest(out, opts.compression)
+        if current is not None:
+            # A convert of another split may have finished meanwhile, with another schema.
+            again = check_conflicts(out, current, split, schema, opts.workload, opts.overwrite)
+            current = remove_splits(out, current, [s for s in again if s != split])
+        manifest = merge_split(current, split, info, schema, fields)
+        if src.classes:
+            write_text_atomic(out / LABELS_FILE, "\n".join(src.classes) + "\n")
+        save_manifest(manifest, out)
+        if manifest.tfds_metadata:
+            write_tfds_metadata(out, manifest)
     progress.path.unlink(missing_ok=True)
     keep = {s["file"] for s in shards} | ({rejects_file} if rejects_file else set())
     remove_stale(out, name, split, keep)

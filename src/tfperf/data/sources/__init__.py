@@ -8,14 +8,17 @@ Schema inference (used when no schema is given):
 - .npz: one feature per array (first axis = rows), dtype kept (float16 -> float32, other
   ints widened to int32/int64), shape = the array's shape without the first axis;
   string arrays -> bytes. A single .npy is one feature named after the file.
-- CSV (header = names): a column whose non-empty cells all parse as integers -> int64,
-  as numbers -> float32, otherwise bytes. With an explicit schema, cells of a shaped or
-  varlen feature hold numbers separated by spaces or commas (brackets are ignored).
+- CSV (header = names): from the first 10,000 rows, a column most of whose non-empty cells
+  parse as numbers is numeric (int64 when they are all integers, else float32) and its other
+  cells are bad rows (a note names the first); otherwise bytes. `column_types`
+  (--column-types) declares some columns' dtypes. With an explicit schema, cells of a shaped
+  or varlen feature hold numbers separated by spaces or commas (brackets are ignored).
 - Parquet: int/float/bool columns keep their type (int16 -> int32, uint8 -> uint8, ...),
   string/binary -> bytes; list columns -> fixed shapes when every row has the same
   lengths, else a varlen 1-D feature.
 - Image folder: `image` uint8 (H, W, C) of the declared size (images are resized to it)
-  and `label` int64, the index of the subfolder in sorted order (the class names).
+  and `label` int64, the index of the subfolder in sorted order (the class names); the
+  files are read in a seeded shuffled order, so that any first rows mix the classes.
 - Iterable of dicts: inferred from the first row (Python int -> int64, float -> float32,
   str/bytes -> bytes, numpy values keep their dtype).
 Readers are picklable: worker processes reopen the file lazily and read their own rows.
@@ -72,12 +75,20 @@ def open_rows(
     image_size: tuple[int, int] | None = None,
     channels: int = 3,
     classes: Sequence[str] | None = None,
+    column_types: Mapping[str, str] | None = None,
+    seed: int = 0,
 ) -> RowSource:
     """A reader for a path (by its suffix; a folder is an image folder) or an iterable.
 
-    `schema` types CSV/Parquet columns (None: inferred); `image_size` (H, W) declares an
-    image folder's size (else taken from the schema's `image` feature).
+    `schema` types CSV/Parquet columns (None: inferred); `column_types` declares some CSV
+    columns' dtypes; `image_size` (H, W) declares an image folder's size (else taken from
+    the schema's `image` feature); `seed` orders an image folder's files.
     """
+    if column_types and not (isinstance(source, (str, Path)) and _is_csv(source)):
+        raise SourceError(
+            f"--column-types: applies to CSV files only, found {source!r}; for other sources "
+            f"declare every feature with --schema"
+        )
     if isinstance(source, RowSource):
         return source
     if isinstance(source, (str, Path)):
@@ -94,14 +105,14 @@ def open_rows(
                     f"{p}: an image folder needs its image size: --image-size HxW "
                     f"(API: image_size=(H, W)) or a schema with feature 'image' (H, W, C)"
                 )
-            return ImageFolder(str(p), image_size, channels, classes)
+            return ImageFolder(str(p), image_size, channels, classes, seed)
         suffix = p.suffix.lower()
         if suffix == ".npz":
             return NpzSource(str(p))
         if suffix == ".npy":
             return NpySource(str(p))
         if suffix == ".csv":
-            return CsvSource(str(p), schema)
+            return CsvSource(str(p), schema, column_types)
         if suffix in (".parquet", ".pq"):
             return ParquetSource(str(p), schema)
         raise SourceError(
@@ -113,3 +124,7 @@ def open_rows(
     if isinstance(source, Iterable):
         return IterableSource(source)
     raise SourceError(f"source: expected a path or an iterable of dict rows, found {source!r}")
+
+
+def _is_csv(path: str | Path) -> bool:
+    return Path(path).suffix.lower() == ".csv"

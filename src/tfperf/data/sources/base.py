@@ -83,10 +83,11 @@ def infer_schema_from_row(row: Mapping[str, Any], where: str = "first row") -> S
 
 
 class BadValue:
-    """A value a reader could not make sense of; the writer reports it as a bad row."""
+    """A value a reader could not make sense of; the writer reports it as a bad row (a
+    `hint` says how to fix it)."""
 
-    def __init__(self, expected: str, found: str):
-        self.expected, self.found = expected, found
+    def __init__(self, expected: str, found: str, hint: str | None = None):
+        self.expected, self.found, self.hint = expected, found, hint
 
     def __repr__(self) -> str:
         return f"<bad value: {self.found}>"
@@ -98,9 +99,20 @@ class RowSource:
 
     random_access = True
     classes: list[str] | None = None  # class names (image folders)
+    item = "feature"  # what messages call a row's fields ("column" in tables)
+    shuffle_seed: int | None = None  # set when the rows are read in a seeded shuffled order
 
     def __init__(self, path: str):
         self.path = path
+        self.notes: list[str] = []  # what the user should know about how it was read
+
+    def line_of(self, index: int) -> int | None:
+        """The line of the file where row `index` starts (text formats), else None."""
+        return None
+
+    def locate(self, index: int) -> str:
+        """How messages name row `index`: counted from 1, as users count."""
+        return f"row {index + 1}"
 
     @property
     def default_name(self) -> str:
@@ -129,6 +141,8 @@ class RowSource:
 
 class TableSource(RowSource):
     """Shared by CSV and Parquet: a pyarrow Table read once per process."""
+
+    item = "column"
 
     def __init__(self, path: str, schema: Schema | None = None):
         super().__init__(path)

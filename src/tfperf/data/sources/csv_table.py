@@ -1,62 +1,146 @@
-"""CSV source: a file with a header row of names, read as text and typed per feature, so
-that a cell that does not parse is reported by row and feature (as a BadValue)."""
+"""CSV source: a file with a header row of names. Columns are typed from a sample of rows
+(a column whose cells are mostly numbers is numeric; the rest of its cells are bad rows) or
+as declared (`column_types`, --column-types); a cell that does not parse and a row with the
+wrong number of cells are reported by their line and column, as BadValues."""
 
 from __future__ import annotations
 
-import csv
 import re
+from array import array
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tfperf.data.schema import Feature, Schema
-from tfperf.data.sources.base import BadValue, SourceError, TableSource
+from tfperf.data.schema import Feature, RowError, Schema
+from tfperf.data.sources.base import BadValue, Row, RowSource, SourceError
+from tfperf.data.sources.csv_records import CsvFormatError, CsvIndex, Record, records, scan
 
 _INT_RE = re.compile(r"\s*[-+]?\d+\s*")
+SAMPLE_ROWS = 10_000  # rows whose cells decide each column's type
+LINES_FROM_1 = "counted from 1, the header is line 1"
 
 
-class CsvSource(TableSource):
-    """A CSV file with a header row; every cell is read as text, then typed per feature."""
+class CsvSource(RowSource):
+    """A CSV file with a header row; cells are read as text, then typed per column."""
 
-    def _load(self) -> Any:
-        # pyarrow is imported on first use: it is slow to import and only tables need it.
-        import pyarrow.csv as pcsv
+    item = "column"
 
-        try:
-            with open(self.path, newline="") as f:
-                header = f.readline()
-            names = next(iter(csv.reader([header])), [])
-            if not names:
-                raise SourceError(f"{self.path}: empty file; expected a header row of names")
-            # All text: typing happens per feature, so a bad cell is named by row.
-            opts = pcsv.ConvertOptions(
-                column_types={n: "string" for n in names}, strings_can_be_null=False
-            )
-            return pcsv.read_csv(self.path, convert_options=opts)
-        except SourceError:
-            raise
-        except Exception as exc:
-            raise SourceError(f"{self.path}: cannot read as CSV: {exc}") from None
+    def __init__(
+        self, path: str, schema: Schema | None = None, column_types: Mapping[str, str] | None = None
+    ):
+        super().__init__(path)
+        self.schema = schema  # how to type the columns; None: inferred
+        self.column_types = dict(column_types or {})  # dtypes declared for some columns
+        self.index: CsvIndex | None = None  # sent to worker processes: they need not scan
+
+    def _scanned(self) -> CsvIndex:
+        if self.index is None:
+            try:
+                self.index, self._sample = scan(self.path, SAMPLE_ROWS)
+            except CsvFormatError as exc:
+                raise SourceError(f"{self.path}: {exc}") from None
+            except OSError as exc:
+                raise SourceError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        return self.index
+
+    def __len__(self) -> int:
+        return self._scanned().rows
 
     def infer_schema(self) -> Schema:
-        feats = []
-        for name in self.table.column_names:
-            cells = [c for c in self.table.column(name).to_pylist() if c != ""]
-            if cells and all(_INT_RE.fullmatch(c) for c in cells):
-                dtype = "int64"
-            elif cells and all(_is_float(c) for c in cells):
-                dtype = "float32"
-            else:
-                dtype = "bytes"
-            feats.append(Feature(name=name, dtype=dtype))
-        return Schema(features=tuple(feats))
+        if getattr(self, "_inferred", None) is None:
+            names = self._scanned().names
+            rows = [r for r in self._sample_records() if r.cells and len(r.cells) == len(names)]
+            feats = []
+            for j, name in enumerate(names):
+                cells = [(r.line, r.cells[j]) for r in rows if r.cells]
+                feats.append(Feature(name=name, dtype=self._infer_dtype(name, cells)))
+            schema = Schema(features=tuple(feats))
+            self._inferred = schema.with_dtypes(self.column_types)
+        return self._inferred
 
-    def _columns(self, start: int, stop: int) -> dict[str, list[Any]]:
-        schema = self._row_schema()
-        out = {}
-        for name in self.table.column_names:
-            cells = self.table.column(name).slice(start, stop - start).to_pylist()
-            f = schema[name] if name in schema.names else None
-            out[name] = [_csv_cell(c, f) for c in cells]
-        return out
+    def _sample_records(self) -> list[Record]:
+        if getattr(self, "_sample", None) is None:
+            self.index = None  # a worker without the sample: scan again (rare: inference)
+            self._scanned()
+        return self._sample
+
+    def _infer_dtype(self, name: str, cells: list[tuple[int, str]]) -> str:
+        """int64 or float32 when most non-empty sampled cells are such numbers (a note names
+        the first that is not), else bytes."""
+        texts = [(line, c) for line, c in cells if c.strip()]
+        numbers = [(line, c) for line, c in texts if _is_float(c)]
+        if not texts or 2 * len(numbers) <= len(texts):
+            return "bytes"
+        dtype = "int64" if all(_INT_RE.fullmatch(c) for _, c in numbers) else "float32"
+        others = [(line, c) for line, c in texts if not _is_float(c)]
+        if others and name not in self.column_types:
+            line, text = others[0]
+            self.notes.append(
+                f"{self.path}: column '{name}' is typed {dtype}: {len(numbers)} of "
+                f"{len(texts)} sampled cells are numbers; the others (first: {text!r} on line "
+                f"{line}) are bad rows. To keep it as text: --column-types {name}=bytes"
+            )
+        return dtype
+
+    def _row_schema(self) -> Schema:
+        return self.schema or self.infer_schema()
+
+    def line_of(self, index: int) -> int | None:
+        lines = getattr(self, "_lines", None)
+        if lines is not None and self._lines_start <= index < self._lines_start + len(lines):
+            return lines[index - self._lines_start]
+        offset, line, i = self._scanned().start_of(index)  # not among the rows just read
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            for _, rec in records(f, line):
+                if i == index:
+                    return rec.line
+                i += 1
+        return None
+
+    def locate(self, index: int) -> str:
+        return f"line {self.line_of(index)} ({LINES_FROM_1})"
+
+    def read(self, start: int, stop: int) -> Iterator[Row]:
+        index, schema = self._scanned(), self._row_schema()
+        if start >= stop:
+            return
+        declared = self.schema is not None
+        feats = [schema[n] if n in schema.names else None for n in index.names]
+        hints = [
+            None if declared or f is None or f.name in self.column_types else _text_hint(f.name)
+            for f in feats
+        ]
+        offset, line, i = index.start_of(start)
+        # The lines of the rows being read: messages about them name their lines.
+        lines = self._lines = array("q")
+        self._lines_start = start
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            for _, rec in records(f, line):
+                if i >= stop:
+                    break
+                if i >= start:
+                    lines.append(rec.line)
+                    yield _typed(rec, index.names, feats, hints)
+                i += 1
+
+
+def _typed(
+    rec: Record, names: list[str], feats: list[Feature | None], hints: list[str | None]
+) -> Row:
+    """A record as a row of typed cells; an unreadable or ragged record as one BadValue."""
+    if rec.cells is None:
+        return {RowError.WHOLE_ROW: BadValue(rec.expected, rec.found)}
+    if len(rec.cells) != len(names):
+        found = f"{len(rec.cells)}: {rec.cells!r}"
+        return {RowError.WHOLE_ROW: BadValue(f"{len(names)} cells (one per header column)", found)}
+    return {
+        n: _csv_cell(c, f, h) for n, c, f, h in zip(names, rec.cells, feats, hints, strict=True)
+    }
+
+
+def _text_hint(name: str) -> str:
+    return f"to keep column '{name}' as text, declare --column-types {name}=bytes"
 
 
 def _is_float(text: str) -> bool:
@@ -67,8 +151,8 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def _csv_cell(text: str, f: Feature | None) -> Any:
-    """Text -> the feature's value; text that does not parse stays text (validation names it)."""
+def _csv_cell(text: str, f: Feature | None, hint: str | None = None) -> Any:
+    """Text -> the feature's value; text that does not parse becomes a BadValue."""
     if f is None or f.dtype == "bytes":
         return text
     if text.strip() == "":
@@ -77,10 +161,12 @@ def _csv_cell(text: str, f: Feature | None) -> Any:
         parts = [p for p in re.split(r"[\s,]+", text.strip().strip("[]")) if p]
         vals = [_number(p, f.dtype) for p in parts]
         if any(isinstance(v, str) for v in vals):
-            return BadValue(f"numbers ({f.dtype}) separated by spaces", repr(text))
+            return BadValue(f"numbers ({f.dtype}) separated by spaces", repr(text), hint)
         return vals
     value = _number(text, f.dtype)
-    return BadValue(f"a number ({f.dtype})", repr(text)) if isinstance(value, str) else value
+    if isinstance(value, str):
+        return BadValue(f"a number ({f.dtype})", repr(text), hint)
+    return value
 
 
 def _number(text: str, dtype: str) -> Any:

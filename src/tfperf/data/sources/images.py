@@ -19,7 +19,8 @@ class ImageFolder(RowSource):
     """root/<class>/<image>: features `image` (uint8, H x W x C) and `label` (class index).
 
     Classes are the subfolders in sorted order (or `classes`, to keep the indices of an
-    earlier split); images are converted to C channels and resized to (H, W).
+    earlier split); images are converted to C channels and resized to (H, W). Files are
+    read in an order shuffled with `seed`: the first rows, and every shard, mix classes.
     """
 
     def __init__(
@@ -28,6 +29,7 @@ class ImageFolder(RowSource):
         size: tuple[int, int],
         channels: int = 3,
         classes: Sequence[str] | None = None,
+        seed: int = 0,
     ):
         super().__init__(path)
         if channels not in _MODES:
@@ -50,6 +52,10 @@ class ImageFolder(RowSource):
             for p in sorted((root / c).iterdir()):
                 if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES:
                     self.files.append((str(p), self.classes.index(c)))
+        # Sorted first, then shuffled: the order depends on the seed and names only.
+        order = np.random.default_rng(seed).permutation(len(self.files))
+        self.files = [self.files[i] for i in order]
+        self.shuffle_seed = seed
 
     @property
     def default_name(self) -> str:

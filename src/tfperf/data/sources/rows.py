@@ -57,7 +57,7 @@ class IterableSource(RowSource):
         head = self.peek(1)
         if not head:
             raise SourceError("rows: empty; cannot infer a schema (give one)")
-        return infer_schema_from_row(head[0], "rows: row 0")
+        return infer_schema_from_row(head[0], "rows: row 1")
 
     def iterate(self) -> Iterator[Row]:
         if not hasattr(self, "_it"):

@@ -1,0 +1,87 @@
+"""CSV columns are typed from a sample of rows (a stray word does not turn a numeric column
+into bytes) or declared with --column-types; a bad cell or a ragged row is named by its line
+(counted from 1, the header is line 1) and column, or goes to the rejects file with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfperf.data.manifest import load_manifest
+from tfperf.data.sources import CsvSource
+from tfperf.data.writer import ConvertError, convert
+
+
+def _rejects(out, name="d"):
+    text = (out / f"{name}-train.rejects.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_a_stray_word_keeps_the_column_numeric_and_is_named_by_line(tmp_path, cli):
+    rows = "".join(f"{i},{i / 2}\n" for i in range(1, 9))
+    (tmp_path / "d.csv").write_text("id,score\n" + rows + "9,oops\n10,5.5\n")
+    schema = CsvSource(str(tmp_path / "d.csv")).infer_schema()
+    assert [(f.name, f.dtype) for f in schema.features] == [("id", "int64"), ("score", "float32")]
+    res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "o", "--quiet", "--workers", "1")
+    assert res.exit_code == 2, res.output
+    msg = " ".join(res.stderr.split())
+    assert "d.csv: line 10 (counted from 1, the header is line 1), column 'score'" in msg, msg
+    assert "expected a number (float32), found 'oops'" in msg
+    assert "--column-types score=bytes" in msg  # how to keep the column as text
+    res = cli(
+        "convert", tmp_path / "d.csv", "--out", tmp_path / "o2", "--quiet", "--on-bad-row", "skip"
+    )
+    assert res.exit_code == 0, res.output
+    (reject,) = _rejects(tmp_path / "o2")
+    assert (reject["line"], reject["row"]) == (10, 9) and "'score'" in reject["error"]
+    assert load_manifest(tmp_path / "o2").splits["train"].records == 9
+
+
+def test_a_ragged_row_is_skipped_with_its_line_or_stops_naming_it(tmp_path, cli):
+    # line 4 spans two lines (a quoted newline), so the ragged row is on line 6
+    text = 'a,b\np,2\nq,4\n"x\ny",5\n6,7,8\nr,10\n'
+    (tmp_path / "d.csv").write_text(text)
+    m = convert(tmp_path / "d.csv", tmp_path / "o", on_bad_row="skip", workers=1, progress=False)
+    assert m.splits["train"].records == 4 and m.splits["train"].rejected == 1
+    (reject,) = _rejects(tmp_path / "o")
+    assert reject["line"] == 6 and reject["row"] == 4
+    assert "expected 2 cells (one per header column), found 3" in reject["error"]
+    res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "o2", "--quiet")
+    assert res.exit_code == 2, res.output
+    msg = " ".join(res.stderr.split())
+    assert "d.csv: line 6 (counted from 1, the header is line 1): expected 2 cells" in msg, msg
+    assert "Traceback" not in res.output
+
+
+def test_declared_column_types(tmp_path, cli):
+    (tmp_path / "d.csv").write_text("zip,price,n\n02134,1.5,3\n10001,2,4\n")
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "o",
+        "--column-types",
+        "zip=bytes, n=int32",
+        "--quiet",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    got = {f["name"]: f["dtype"] for f in json.loads(res.stdout)["schema"]}
+    assert got == {"zip": "bytes", "price": "float32", "n": "int32"}
+    for bad, words in (
+        ("zip=text", ["--column-types", "'text'", "int64", "bytes"]),
+        ("nope=int64", ["--column-types", "'nope'", "zip, price, n"]),
+        ("zip", ["--column-types", "NAME=DTYPE"]),
+    ):
+        res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "o2", "--column-types", bad)
+        assert res.exit_code == 2, (bad, res.output)
+        assert all(w in res.stderr for w in words), (bad, res.stderr)
+    assert "--column-types" in cli("convert", "--help").stdout
+
+
+def test_column_types_with_a_schema_is_refused(tmp_path):
+    (tmp_path / "d.csv").write_text("a\n1\n")
+    schema = CsvSource(str(tmp_path / "d.csv")).infer_schema()
+    with pytest.raises(ConvertError, match="--column-types"):
+        convert(tmp_path / "d.csv", tmp_path / "o", schema=schema, column_types={"a": "int32"})

@@ -1,0 +1,56 @@
+"""An image folder is converted in a seeded shuffled order, so that --max-examples and
+every shard hold a mix of the classes; the same seed gives the same shards."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from tfperf.data.manifest import load_manifest
+from tfperf.data.schema import Schema
+from tfperf.data.verify import read_records
+from tfperf.data.writer import convert
+
+
+def _folder(tmp_path):
+    root = tmp_path / "imgs"
+    for label, color in (("ant", (255, 0, 0)), ("bee", (0, 255, 0)), ("cat", (0, 0, 255))):
+        (root / label).mkdir(parents=True)
+        for j in range(6):
+            Image.new("RGB", (4, 4), color).save(root / label / f"{j}.png")
+    return root
+
+
+def _labels(out) -> list[int]:
+    m = load_manifest(out)
+    schema: Schema = m.schema
+    return [
+        int(schema.decode_numpy(data)["label"])
+        for s in m.splits["train"].shards
+        for _, data in read_records(out / s.file)
+    ]
+
+
+def test_files_are_shuffled_with_a_seed(tmp_path, cli):
+    root = _folder(tmp_path)
+    res = cli(
+        "convert",
+        root,
+        "--out",
+        tmp_path / "a",
+        "--image-size",
+        "4x4",
+        "--quiet",
+        "--max-examples",
+        "6",
+    )
+    assert res.exit_code == 0, res.output
+    first = _labels(tmp_path / "a")
+    assert len(first) == 6 and len(set(first)) >= 2  # not six images of one class
+    convert(root, tmp_path / "b", image_size=(4, 4), max_examples=6, progress=False)
+    assert _labels(tmp_path / "b") == first  # the default seed: the same order
+    full = convert(root, tmp_path / "c", image_size=(4, 4), seed=1, progress=False)
+    labels = _labels(tmp_path / "c")
+    assert sorted(labels) == [0] * 6 + [1] * 6 + [2] * 6 and labels != sorted(labels)
+    assert full.splits["train"].records == 18
+    assert np.unique(labels[:6]).size >= 2
