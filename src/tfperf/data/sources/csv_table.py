@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tfperf.data.schema import Feature, RowError, Schema
@@ -31,6 +31,7 @@ class CsvSource(RowSource):
         self.schema = schema  # how to type the columns; None: inferred
         self.column_types = dict(column_types or {})  # dtypes declared for some columns
         self.index: CsvIndex | None = None  # sent to worker processes: they need not scan
+        self.inferred: Schema | None = None  # likewise: workers need not sample again
 
     def _scanned(self) -> CsvIndex:
         if self.index is None:
@@ -46,7 +47,7 @@ class CsvSource(RowSource):
         return self._scanned().rows
 
     def infer_schema(self) -> Schema:
-        if getattr(self, "_inferred", None) is None:
+        if self.inferred is None:
             names = self._scanned().names
             rows = [r for r in self._sample_records() if r.cells and len(r.cells) == len(names)]
             feats = []
@@ -54,8 +55,8 @@ class CsvSource(RowSource):
                 cells = [(r.line, r.cells[j]) for r in rows if r.cells]
                 feats.append(Feature(name=name, dtype=self._infer_dtype(name, cells)))
             schema = Schema(features=tuple(feats))
-            self._inferred = schema.with_dtypes(self.column_types)
-        return self._inferred
+            self.inferred = schema.with_dtypes(self.column_types)
+        return self.inferred
 
     def _sample_records(self) -> list[Record]:
         if getattr(self, "_sample", None) is None:
@@ -105,10 +106,11 @@ class CsvSource(RowSource):
         if start >= stop:
             return
         declared = self.schema is not None
-        feats = [schema[n] if n in schema.names else None for n in index.names]
-        hints = [
-            None if declared or f is None or f.name in self.column_types else _text_hint(f.name)
-            for f in feats
+        # One converter per typed column; bytes columns and unknown names stay text.
+        typed = [
+            (n, _converter(schema[n], None if declared or n in self.column_types else n))
+            for n in index.names
+            if n in schema.names and schema[n].dtype != "bytes"
         ]
         offset, line, i = index.start_of(start)
         # The lines of the rows being read: messages about them name their lines.
@@ -121,22 +123,40 @@ class CsvSource(RowSource):
                     break
                 if i >= start:
                     lines.append(rec.line)
-                    yield _typed(rec, index.names, feats, hints)
+                    yield _typed(rec, index.names, typed)
                 i += 1
 
 
-def _typed(
-    rec: Record, names: list[str], feats: list[Feature | None], hints: list[str | None]
-) -> Row:
+def _typed(rec: Record, names: list[str], typed: list[tuple[str, Callable[[str], Any]]]) -> Row:
     """A record as a row of typed cells; an unreadable or ragged record as one BadValue."""
     if rec.cells is None:
         return {RowError.WHOLE_ROW: BadValue(rec.expected, rec.found)}
     if len(rec.cells) != len(names):
         found = f"{len(rec.cells)}: {rec.cells!r}"
         return {RowError.WHOLE_ROW: BadValue(f"{len(names)} cells (one per header column)", found)}
-    return {
-        n: _csv_cell(c, f, h) for n, c, f, h in zip(names, rec.cells, feats, hints, strict=True)
-    }
+    row: Row = dict(zip(names, rec.cells, strict=True))
+    for name, convert in typed:
+        row[name] = convert(row[name])
+    return row
+
+
+def _converter(f: Feature, inferred: str | None) -> Callable[[str], Any]:
+    """Cell text -> f's value, None for an empty cell, else a BadValue (with a hint to
+    declare the column as text when its type was `inferred`)."""
+    hint = _text_hint(inferred) if inferred else None
+    if f.shape or f.varlen or f.dtype == "bool":
+        return lambda text: _csv_cell(text, f, hint)
+    parse = int if f.dtype.startswith(("int", "uint")) else float  # both ignore spaces
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError:
+            if not text.strip():
+                return None  # an empty cell: the writer reports it as a missing value
+            return BadValue(f"a number ({f.dtype})", repr(text), hint)
+
+    return convert
 
 
 def _text_hint(name: str) -> str:
