@@ -239,3 +239,21 @@ def test_init_from_warm_starts_and_freezes_before_the_optimizer_is_built(tmp_pat
     np.testing.assert_array_equal(kernels["b_begin"], kernels["a_end"])  # warm-started
     np.testing.assert_array_equal(kernels["b_end"], kernels["b_begin"])  # frozen: unchanged
     assert kernels["a_trainable"] == 4 and kernels["b_trainable"] == 2  # only the logit trains
+
+
+def test_max_steps_after_a_resume_counts_global_steps(tmp_path, capsys):
+    """The bar's N/M is the global step reached over the target global step after a resume;
+    a target already reached trains nothing and says so (no "8/6" bar)."""
+    data = trainkit.write_data(tmp_path / "data", n=64)
+    rf = trainkit.write_runfile(tmp_path, data, max_steps=4, steps_per_loop=2)
+    train(load_config(rf), progress=False)
+    capsys.readouterr()
+    resumed = train(load_config(rf), max_steps=8, progress=True)
+    err = capsys.readouterr().err
+    assert resumed.start_step == 4 and resumed.steps == 8
+    assert "resumed from" in err and "8/8" in err
+    again = train(load_config(rf), max_steps=6, progress=True)
+    err = capsys.readouterr().err
+    assert again.start_step == again.steps == 8
+    assert "already at step 8 (target 6, max_steps): nothing to train" in err
+    assert "8/6" not in err

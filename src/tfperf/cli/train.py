@@ -32,8 +32,9 @@ the function must never retrace (a changed input shape or dtype is an error that
 Resumes automatically from the latest checkpoint in {train.out_dir}/checkpoints (model,
 optimizer, step and, with train.checkpoint_input, the input iterator: an interrupted epoch
 continues exactly where it stopped; one_device and mirrored only: TensorFlow cannot
-save it under multi_worker or parameter_server). SIGTERM/SIGINT save a checkpoint
-before exiting.
+save it under multi_worker or parameter_server, nor a pipeline that calls Python
+(py_function, numpy_function, from_generator) or stateful random ops: that one trains
+without it, with a warning). SIGTERM/SIGINT save a checkpoint before exiting.
 Stops at train.max_steps (a global step), train.epochs or train.max_time (seconds); a
 NaN/Inf loss stops training with an error naming the steps.
 

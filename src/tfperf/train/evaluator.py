@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from tfperf.config import RunConfig
+from tfperf.data.manifest import ManifestError
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.train.checkpoints_dir import resolve_prefix, run_dirs
@@ -57,13 +58,14 @@ def check_eval_settings(cfg: RunConfig, metric_names: list[str]) -> None:
     --evaluator`): its eval split builds and ends, and eval.metric is one it computes."""
     try:
         eval_dataset(cfg, cfg.eval.steps)
-    except UserError as exc:
+    except ManifestError as exc:  # no such split
         raise UserError(
             f"--evaluator: the evaluator reads data.eval_split '{cfg.data.eval_split}': {exc}; "
             "convert an eval split beside the training data (`tfperf convert SOURCE --out "
-            "DIR --split eval`), or set data.eval_split (or eval.steps) in "
-            f"{cfg.source or 'the run file'}"
+            f"DIR --split eval`), or set data.eval_split in {cfg.source or 'the run file'}"
         ) from None
+    except UserError as exc:
+        raise UserError(f"--evaluator: {exc}") from None
     check_eval_metric(cfg, ["loss", *metric_names])
 
 

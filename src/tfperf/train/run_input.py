@@ -31,9 +31,11 @@ EXACT_RESUME_CHANGE = (
     "for an exact resume, do that work with TensorFlow ops (tf.random.stateless_* with a "
     "seed for randomness) or offline into TFRecords (`tfperf convert`)"
 )
-# Ops TensorFlow refuses to save in an iterator although they are stateful: none of the
-# dataset ops themselves, nor asserts and prints.
-_SAVEABLE_STATEFUL = frozenset({"Assert", "Print", "PrintV2"})
+# Stateful ops TensorFlow still saves in an iterator (besides the dataset ops themselves):
+# asserts and prints, and calls and control flow, whose bodies' ops are judged instead.
+_SAVEABLE_STATEFUL = frozenset(
+    {"Assert", "Print", "PrintV2", "If", "While", "Case", "StatefulPartitionedCall"}
+)
 PY_FUNC_OPS = frozenset({"PyFunc", "EagerPyFunc", "PyFuncStateless"})
 
 
@@ -112,6 +114,8 @@ def _say(message: str) -> None:
 def _without_saving(cfg: RunConfig, problem: str) -> None:
     """Stops when train.checkpoint_input was set to true explicitly, else warns once."""
     what = f"data.pipeline {cfg.data.pipeline}" if cfg.data.pipeline else "the input pipeline"
+    if not cfg.data.pipeline and cfg.data.variant == "original":
+        what = f"workload {cfg.workload}'s original pipeline (data.variant: original)"
     why = f"TensorFlow cannot save the input iterator of {what}: {problem}"
     if "checkpoint_input" in cfg.train.model_fields_set:
         raise InputCheckpointError(

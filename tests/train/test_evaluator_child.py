@@ -1,0 +1,87 @@
+"""`tfperf train --evaluator`: the evaluator's settings are checked before training starts
+(no eval split, an unknown eval.metric: exit 2, nothing trained); an evaluator that dies is
+reported at once and makes the trainer exit non-zero at the end; the summary shows the
+evaluator's last result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import trainkit
+
+from tfperf.train.evaluator_process import MODULE
+
+
+@pytest.fixture
+def runfile(tmp_path):
+    data = trainkit.write_data(tmp_path / "data", n=64)  # a train split only
+    return str(trainkit.write_runfile(tmp_path, data, max_steps=8, checkpoint={"every_steps": 4}))
+
+
+def _no_checkpoints(runfile) -> bool:
+    out = os.path.join(os.path.dirname(runfile), "run", "checkpoints")
+    return not os.path.isdir(out) or not any(n.startswith("ckpt-") for n in os.listdir(out))
+
+
+def test_missing_eval_split_stops_before_training(runfile, cli):
+    res = cli("train", runfile, "--evaluator", "--no-progress")
+    assert res.exit_code == 2, res.output
+    assert "--evaluator: the evaluator reads data.eval_split 'eval'" in res.stderr
+    assert "no split 'eval'; found ['train']" in res.stderr and "--split eval" in res.stderr
+    assert "Traceback" not in res.output and _no_checkpoints(runfile)
+
+
+def test_unknown_eval_metric_stops_before_training(runfile, cli):
+    sets = ["--set", "data.eval_split=train", "--set", "eval.metric=accuracy"]
+    res = cli("train", runfile, "--evaluator", "--no-progress", *sets)
+    assert res.exit_code == 2, res.output
+    assert "eval.metric: expected one of ['loss'], found 'accuracy'" in res.stderr
+    assert _no_checkpoints(runfile)
+
+
+def _train(runfile, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "250", **(env or {})}
+    cmd = [sys.executable, "-m", "tfperf.cli.main", "train", runfile, "--evaluator", *args]
+    return subprocess.Popen(
+        cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.slow  # a trainer and its evaluator process
+def test_summary_shows_the_evaluators_last_result(runfile):
+    proc = _train(runfile, "--no-progress", "--set", "data.eval_split=train")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    line = next(ln for ln in (out + err).splitlines() if "evaluator" in ln and "step 8:" in ln)
+    assert "loss=" in line
+
+
+@pytest.mark.slow  # a trainer and its evaluator process
+def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path):
+    env = {"IDS_LOG": str(tmp_path / "ids.txt"), "IDS_PAUSE": "0.1"}
+    sets = ["--set", "data.eval_split=train", "--set", "model.name=tinymodels:with_ids"]
+    proc = _train(runfile, "--json", "--max-steps", "120", *sets, env=env)
+    trainer = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    child = None
+    while child is None:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "no evaluator process"
+        kids = trainer.children()
+        child = next((k for k in kids if MODULE in " ".join(k.cmdline())), None)
+        time.sleep(0.1)
+    child.kill()  # as the OOM killer would
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    result = json.loads(out)
+    assert result["steps"] == 120  # training itself went on to its end
+    assert result["evaluator"]["failed"] and result["evaluator"]["exit_code"] == -9
+    assert "evaluator: exited with status -9 at training step" in err
+    assert "--evaluator: the evaluator failed (exit status -9)" in err
+    assert "Traceback" not in err

@@ -1,0 +1,96 @@
+"""model.metrics: [accuracy] and model.loss: crossentropy resolved from the output and
+label shapes as Keras's compile does (binary, sparse, one-hot), in the training loop and in
+the evaluator: the evaluator's numbers equal Keras's own compile + evaluate."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import yaml
+
+from tfperf.config import load_config
+from tfperf.train.evaluator import Evaluator
+from tfperf.train.loop import train
+
+USER_CODE = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+N = 256
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((N, 4)).astype("float32")
+CLASSES = np.argmax(X[:, :3], axis=1)
+LABELS = {
+    "binary": (X[:, 0] > 0).astype("float32"),  # 0/1
+    "sparse": CLASSES.astype("int64"),  # class indices
+    "onehot": np.eye(3, dtype="float32")[CLASSES],
+}
+
+
+def _pipeline(kind):
+    def pipeline(training, batch_size):
+        ds = tf.data.Dataset.from_tensor_slices(({"x": X}, LABELS[kind]))
+        if training:
+            return ds.shuffle(N, seed=0).repeat().batch(batch_size)
+        return ds.batch(batch_size)
+
+    return pipeline
+
+
+binary, sparse, onehot = _pipeline("binary"), _pipeline("sparse"), _pipeline("onehot")
+
+
+def sigmoid_model():
+    x = keras.Input(shape=(4,), name="x")
+    return keras.Model({"x": x}, keras.layers.Dense(1, activation="sigmoid")(x))
+
+
+def softmax_model():
+    x = keras.Input(shape=(4,), name="x")
+    return keras.Model({"x": x}, keras.layers.Dense(3, activation="softmax")(x))
+"""
+
+CASES = [("binary", "sigmoid_model"), ("sparse", "softmax_model"), ("onehot", "softmax_model")]
+
+
+def _runfile(tmp_path, kind: str, model: str) -> tuple[str, str]:
+    module = f"user_code_{uuid.uuid4().hex[:8]}"  # unique: sys.modules caches by name
+    (tmp_path / f"{module}.py").write_text(USER_CODE)
+    doc = {
+        "data": {"pipeline": f"{module}:{kind}"},
+        "pipeline": {"batch_size": 16},
+        "model": {
+            "name": f"{module}:{model}",
+            "loss": "crossentropy",
+            "metrics": ["accuracy"],
+            "learning_rate": 0.05,
+        },
+        "train": {"out_dir": str(tmp_path / "run"), "monitor_system": False, "max_steps": 80},
+        "eval": {"metric": "accuracy", "mode": "max"},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path), module
+
+
+@pytest.mark.parametrize(("kind", "model"), CASES, ids=[c[0] for c in CASES])
+def test_accuracy_and_crossentropy_follow_the_shapes(tmp_path, kind, model):
+    import tensorflow as tf
+
+    rf, module = _runfile(tmp_path, kind, model)
+    cfg = load_config(rf)
+    result = train(cfg, progress=False)
+    assert result.metrics["metrics/accuracy"] > 0.6  # not Keras's exact match (always 0)
+
+    # The evaluator's loss and accuracy are Keras's own after compile(crossentropy, accuracy).
+    step, got, examples = Evaluator(cfg).evaluate(result.checkpoint)
+    assert step == 80 and examples == 256 and got["accuracy"] > 0.6
+    user = __import__(module)
+    reference = getattr(user, model)()
+    tf.train.Checkpoint(model=reference).read(result.checkpoint).expect_partial()
+    reference.compile(loss="crossentropy", metrics=["accuracy"])
+    want = reference.evaluate(getattr(user, kind)(False, 16), verbose=0, return_dict=True)
+    assert got["accuracy"] == pytest.approx(want["accuracy"], abs=1e-6)
+    assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
