@@ -85,3 +85,17 @@ def test_column_types_with_a_schema_is_refused(tmp_path):
     schema = CsvSource(str(tmp_path / "d.csv")).infer_schema()
     with pytest.raises(ConvertError, match="--column-types"):
         convert(tmp_path / "d.csv", tmp_path / "o", schema=schema, column_types={"a": "int32"})
+
+
+def test_a_new_split_is_typed_as_the_dataset_in_the_folder(tmp_path, cli):
+    (tmp_path / "train.csv").write_text("x,y\n1.5,0\n2,1\n")
+    (tmp_path / "eval.csv").write_text("x,y\n3,1\n4,0\n")  # x alone would be int64
+    out = tmp_path / "o"
+    convert(tmp_path / "train.csv", out, name="d", workers=1, progress=False)
+    m = convert(tmp_path / "eval.csv", out, name="d", split="eval", workers=1, progress=False)
+    assert m.split_schema("eval") == m.schema and m.schema["x"].dtype == "float32"
+    (tmp_path / "bad.csv").write_text("x,y\n3,1\nmissing,0\n")
+    res = cli("convert", tmp_path / "bad.csv", "--out", out, "--split", "test", "--quiet")
+    msg = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "line 3 (counted from 1, the header is line 1)" in msg, msg
+    assert f"typed as in the dataset already in {out}" in msg and "--overwrite" in msg

@@ -153,9 +153,10 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 help="CSV: declare some columns' dtypes, e.g. 'zip=bytes,n=int32' (dtypes: "
-                "float32, float64, int64, int32, uint8, int8, bool, bytes). Other columns are "
-                "typed from the first 10,000 rows: mostly numbers -> int64 or float32 (the "
-                "other cells are bad rows), else bytes.",
+                "float32, float64, int64, int32, uint8, int8, bool, bytes). Otherwise columns are "
+                "typed as the dataset already in --out (same columns), else from the first "
+                "10,000 rows: mostly numbers -> int64 or float32 (the other cells are bad "
+                "rows), else bytes.",
                 show_default=False,
             ),
         ] = None,

@@ -62,7 +62,7 @@ from tfperf.data.shards import (
     shard_name,
     temp_glob,
 )
-from tfperf.data.sources import RowSource, infer_schema_from_row, open_rows
+from tfperf.data.sources import CsvSource, RowSource, infer_schema_from_row, open_rows
 from tfperf.data.tfds_export import write_tfds_metadata
 from tfperf.util.files import write_text_atomic
 from tfperf.util.progress import ProgressBar, progress_bar
@@ -118,6 +118,7 @@ def _convert_split(source: Any, out: Path, opts: ConvertOptions) -> Manifest:
         seed=opts.seed,
     )
     name, split = opts.name or default_name(src.default_name), opts.split
+    opts = _typed_as_dataset(src, out, existing, opts, pre_fn is not None)
     total = len(src) if opts.max_examples is None else min(len(src), opts.max_examples)
     schema, plan = _schema_and_plan(src, total, opts, pre_fn, pre_spec)
     replaced = []
@@ -148,6 +149,20 @@ def _convert_split(source: Any, out: Path, opts: ConvertOptions) -> Manifest:
         name, opts.compression, src.path, pre_spec, opts.workload, opts.tfds_metadata
     )
     return _finalize(out, src, schema, progress, split, opts, fields)
+
+
+def _typed_as_dataset(
+    src: RowSource, out: Path, existing: Manifest | None, opts: ConvertOptions, pre: bool
+) -> ConvertOptions:
+    """A CSV converted beside a dataset's splits is typed as that dataset when it has the
+    same columns (CsvSource.adopt); the options then carry that schema."""
+    if existing is None or pre or opts.schema is not None or opts.overwrite:
+        return opts
+    split = opts.split
+    known = existing.split_schema(split) if split in existing.splits else existing.schema
+    if isinstance(src, CsvSource) and src.adopt(known, str(out)):
+        return dataclasses.replace(opts, schema=known)
+    return opts
 
 
 def _clear_split(

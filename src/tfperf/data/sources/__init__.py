@@ -11,7 +11,8 @@ Schema inference (used when no schema is given):
 - CSV (header = names): from the first 10,000 rows, a column most of whose non-empty cells
   parse as numbers is numeric (int64 when they are all integers, else float32) and its other
   cells are bad rows (a note names the first); otherwise bytes. `column_types`
-  (--column-types) declares some columns' dtypes. With an explicit schema, cells of a shaped
+  (--column-types) declares some columns' dtypes; convert types a CSV with the same columns
+  as the dataset already in its folder as that dataset (CsvSource.adopt). With an explicit schema, cells of a shaped
   or varlen feature hold numbers separated by spaces or commas (brackets are ignored).
 - Parquet: int/float/bool columns keep their type (int16 -> int32, uint8 -> uint8, ...),
   string/binary -> bytes; list columns -> fixed shapes when every row has the same

@@ -32,6 +32,7 @@ class CsvSource(RowSource):
         self.column_types = dict(column_types or {})  # dtypes declared for some columns
         self.index: CsvIndex | None = None  # sent to worker processes: they need not scan
         self.inferred: Schema | None = None  # likewise: workers need not sample again
+        self.typed_like: str | None = None  # the folder whose dataset's types `schema` is
 
     def _scanned(self) -> CsvIndex:
         if self.index is None:
@@ -82,6 +83,17 @@ class CsvSource(RowSource):
             )
         return dtype
 
+    def adopt(self, schema: Schema, folder: str) -> bool:
+        """Types the columns as `schema`, the dataset already in `folder`, when it has
+        exactly these columns and none were declared: typing from a sample is a guess (an
+        eval file whose floats happen to be whole would be int64). True when adopted."""
+        if self.schema is not None or self.column_types:
+            return False
+        if schema.names != self._scanned().names:
+            return False
+        self.schema, self.typed_like = schema, folder
+        return True
+
     def _row_schema(self) -> Schema:
         return self.schema or self.infer_schema()
 
@@ -101,14 +113,26 @@ class CsvSource(RowSource):
     def locate(self, index: int) -> str:
         return f"line {self.line_of(index)} ({LINES_FROM_1})"
 
+    def _hint(self, name: str) -> str | None:
+        """How to fix a cell of column `name` that does not parse, when its type was not
+        the user's choice."""
+        if self.typed_like is not None:
+            return (
+                f"the column is typed as in the dataset already in {self.typed_like}; to "
+                f"change its type, declare --column-types {name}=bytes (or another) and add "
+                f"--overwrite"
+            )
+        if self.schema is not None or name in self.column_types:
+            return None  # declared: the user knows the type
+        return f"to keep column '{name}' as text, declare --column-types {name}=bytes"
+
     def read(self, start: int, stop: int) -> Iterator[Row]:
         index, schema = self._scanned(), self._row_schema()
         if start >= stop:
             return
-        declared = self.schema is not None
         # One converter per typed column; bytes columns and unknown names stay text.
         typed = [
-            (n, _converter(schema[n], None if declared or n in self.column_types else n))
+            (n, _converter(schema[n], self._hint(n)))
             for n in index.names
             if n in schema.names and schema[n].dtype != "bytes"
         ]
@@ -140,10 +164,8 @@ def _typed(rec: Record, names: list[str], typed: list[tuple[str, Callable[[str],
     return row
 
 
-def _converter(f: Feature, inferred: str | None) -> Callable[[str], Any]:
-    """Cell text -> f's value, None for an empty cell, else a BadValue (with a hint to
-    declare the column as text when its type was `inferred`)."""
-    hint = _text_hint(inferred) if inferred else None
+def _converter(f: Feature, hint: str | None) -> Callable[[str], Any]:
+    """Cell text -> f's value, None for an empty cell, else a BadValue (with `hint`)."""
     if f.shape or f.varlen or f.dtype == "bool":
         return lambda text: _csv_cell(text, f, hint)
     parse = int if f.dtype.startswith(("int", "uint")) else float  # both ignore spaces
@@ -157,10 +179,6 @@ def _converter(f: Feature, inferred: str | None) -> Callable[[str], Any]:
             return BadValue(f"a number ({f.dtype})", repr(text), hint)
 
     return convert
-
-
-def _text_hint(name: str) -> str:
-    return f"to keep column '{name}' as text, declare --column-types {name}=bytes"
 
 
 def _is_float(text: str) -> bool:
