@@ -12,8 +12,9 @@ Schema inference (used when no schema is given):
   parse as numbers is numeric (int64 when they are all integers, else float32) and its other
   cells are bad rows (a note names the first); otherwise bytes. `column_types`
   (--column-types) declares some columns' dtypes; convert types a CSV with the same columns
-  as the dataset already in its folder as that dataset (CsvSource.adopt). With an explicit schema, cells of a shaped
-  or varlen feature hold numbers separated by spaces or commas (brackets are ignored).
+  as the dataset already in its folder as that dataset (CsvSource.adopt). With an explicit
+  schema, cells of a shaped or varlen feature hold numbers separated by spaces or commas
+  (brackets are ignored).
 - Parquet: int/float/bool columns keep their type (int16 -> int32, uint8 -> uint8, ...),
   string/binary -> bytes; list columns -> fixed shapes when every row has the same
   lengths, else a varlen 1-D feature.
