@@ -1,7 +1,8 @@
 """The run file: typed sections, loading from YAML, `--set a.b=c` overrides and validation
 with errors that name the field's path, what was expected and what was found.
 
-Every command takes one run file. Defaults are noted where they come from.
+Every command takes one run file. Each key's description says what it means and where its
+default comes from; `tfperf config` lists them all from these models.
 """
 
 from __future__ import annotations
