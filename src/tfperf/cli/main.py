@@ -21,6 +21,7 @@ COMMANDS = [
     "demo",
     "convert",
     "inspect",
+    "export_tfds",
     "bench",
     "train",
     "evaluate",
