@@ -120,3 +120,31 @@ def test_mistake_is_one_paragraph_and_exit_2(runfile, cli, sets, expected):
         assert part in line, line
     if "train.out_dir" not in line:  # the run's folder holds no checkpoint
         assert not list((Path(runfile).parent / "run").glob("checkpoints/ckpt-*"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "out", "labels", "problem"),
+    [
+        ("same", (None, 1), (None,), None),  # [B] labels for [B, 1]: compile adds the axis
+        ("same", (None,), (None, 1), None),  # and Keras's losses drop a trailing 1
+        ("same", (None, 5), (None, 1), "sparse_categorical_crossentropy"),  # would broadcast
+        ("same", (None, 1), (None, 5), "last layer 5 units"),
+        ("sparse", (None, 5), (None,), None),
+        ("sparse", (None, 5), (None, 5), "categorical_crossentropy"),
+        ("sparse", (None, 1), (None,), "binary_crossentropy"),
+        ("sparse", (None, 8, 8, 3), (None, 8, 8), None),  # per-pixel classes
+        ("auto", (None, 1), (None,), None),  # binary
+        ("auto", (None, 3), (None,), None),  # sparse
+        ("auto", (None, 3), (None, 3), None),  # one-hot
+        ("auto", (None, 3), (None, 4), "match the labels"),
+        ("any", (None, 3), (None, 7), None),  # the user's own function: not judged
+        ("same", (None, None, 3), (None, None, 3), None),  # known only when it runs
+    ],
+)
+def test_label_problem_follows_compiles_shape_rules(kind, out, labels, problem):
+    import tensorflow as tf
+
+    from tfperf.train.fit_check import label_problem
+
+    got = label_problem(kind, tf.TensorShape(out), tf.TensorShape(labels))
+    assert got is None if problem is None else problem in got

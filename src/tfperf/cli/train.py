@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
                 f"--evaluator: the evaluator failed (exit status "
                 f"{result.evaluator['exit_code']}): {result.evaluator['error']}; see "
                 f"{result.evaluator['log']}; training finished and its checkpoints are kept "
-                "(evaluate them with `tfperf evaluate RUNFILE --watch --all`)"
+                f"(evaluate them: `tfperf evaluate {runfile} --watch --all`)"
             )
             raise typer.Exit(1)
         if result.stopped_because == "signal" and not json_out:

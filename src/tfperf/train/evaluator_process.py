@@ -121,7 +121,7 @@ class EvaluatorChild(Hook):
     goes on, and at the end is awaited (or stopped) into `outcome`."""
 
     def __init__(self, runfile: str, overrides: Sequence[str], out_dir: Path, log_dir: Path):
-        self.out_dir, self.log = out_dir, log_dir / "evaluator.log"
+        self.runfile, self.out_dir, self.log = runfile, out_dir, log_dir / "evaluator.log"
         self.offset = self.log.stat().st_size if self.log.exists() else 0
         self.started = time.time()
         self.proc = spawn_evaluator(runfile, overrides, log_path=self.log)
@@ -135,7 +135,8 @@ class EvaluatorChild(Hook):
             Console(stderr=True).print(
                 f"evaluator: exited with status {code} at training step {step}: "
                 f"{_last_error(self.log, self.offset) or 'see ' + str(self.log)}; training "
-                "goes on (evaluate its checkpoints later with `tfperf evaluate RUNFILE --watch`)",
+                "goes on (evaluate its checkpoints later: "
+                f"`tfperf evaluate {self.runfile} --watch --all`)",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,

@@ -117,11 +117,15 @@ def label_problem(kind: str, out: Any, labels: Any) -> str | None:
     a loss or metric expecting `kind` labels (see Objective.labels); None when they fit."""
     if kind == "any" or out.rank in (None, 0) or labels.rank is None:
         return None
-    # [B] labels for [B, 1] outputs get a trailing axis, as compile (and match_rank) does.
+    # Ranks one apart by a trailing 1 are fine: [B] labels for [B, 1] outputs get the axis
+    # (match_rank, as compile does), [B, 1] labels for [B] outputs lose it (Keras's losses).
     lab = labels.concatenate([1]) if labels.rank == out.rank - 1 else labels
+    if lab.rank == out.rank + 1 and lab[-1] == 1:
+        lab = lab[:-1]
     if None in _tail(out) or None in _tail(lab):
         return None  # known only when it runs
-    units, per_label = out[-1], (lab[-1] if lab.rank else None)
+    # Values per example: a [B] output or label holds one.
+    units, per_label = (_tail(out) or (1,))[-1], (_tail(lab) or (1,))[-1]
     if kind == "auto":  # compile's choice: binary, else sparse, else categorical
         binary, sparse = binary_or_sparse(_Static(lab), _Static(out))
         kind = "sparse" if sparse and not binary else "same"
@@ -144,7 +148,7 @@ def label_problem(kind: str, out: Any, labels: Any) -> str | None:
             "for integer class labels use sparse_categorical_crossentropy (or crossentropy, "
             "chosen from the shapes); for one value per example give the last layer 1 unit"
         )
-    if units == 1 and per_label and per_label > 1:
+    if units == 1 and per_label > 1:
         return f"give the model's last layer {per_label} units (one per label value)"
     return "make the model's output shape match the labels"
 

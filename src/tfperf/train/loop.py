@@ -214,9 +214,8 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
     logs: dict[str, float] = {}
     last_snapshot: PipelineSnapshot | None = None
     if s.target is not None and step >= s.target:
-        say(
-            True, f"already at step {step} (target {s.target}, {s.target_reason}): nothing to train"
-        )
+        done = f"already at step {step} (target {s.target}, {s.target_reason})"
+        say(True, f"{done}: nothing to train")
     try:
         with StopOnSignal(run_state):
             hooks.on_train_begin(run_state)

@@ -1,5 +1,6 @@
-"""The run file's model, its per-example loss and metrics, its optimizer and learning-rate
-schedule (or the compiled model's, or the workload's), and the shapes they are fed: the
+"""The run file's model (or the workload's) with the loss and metrics it trains with
+(resolved by name in train/objectives.py), its optimizer and learning-rate schedule (or
+the compiled model's, or the workload's), and how a batch's features are fed to it: the
 parts the train step (train/step.py) and the evaluator share.
 """
 

@@ -1,7 +1,8 @@
 """Everything a training run needs before its first step, built into one `TrainSession`:
-the strategy, where training ends, the precision (measured for `precision: auto`), the
-model, optimizer and compiled TrainStep, the distributed input iterator, the checkpoint
-restored (or a warm start), and the list of hooks. Running it is train/loop.py.
+the strategy, train.out_dir held (its lock), where training ends, the precision (measured
+for `precision: auto`), the model checked against the data, optimizer and compiled
+TrainStep, the distributed input iterator (train/run_input.py), the checkpoint restored
+(or a warm start), and the list of hooks. Running it is train/loop.py.
 """
 
 from __future__ import annotations
