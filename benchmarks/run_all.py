@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from tfperf.util.files import write_text_atomic
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "BENCHMARKS.md"
 
@@ -75,11 +77,10 @@ def main() -> int:
         if args.dry_run:
             print(proc.stdout)
         text = replace_section(text, script.stem, proc.stdout)
-    if not args.dry_run:
-        tmp = OUT.with_suffix(".md.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, OUT)  # readers never see half a file
-        print(f"wrote {OUT}", file=sys.stderr)
+        if not args.dry_run:
+            # Written after every script: an interrupted run keeps the sections it finished.
+            write_text_atomic(OUT, text)  # readers never see half a file
+            print(f"   wrote its section to {OUT}", file=sys.stderr)
     return 1 if failed else 0
 
 

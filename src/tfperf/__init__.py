@@ -29,6 +29,7 @@ _LAZY = {
     "convert": "tfperf.data.writer:convert",
     "write_workload_data": "tfperf.inputs.workload_data:write_workload_data",
     "verify_dir": "tfperf.data.verify:verify_dir",
+    "write_tfds_metadata": "tfperf.data.tfds_export:write_tfds_metadata",
     "make_dataset": "tfperf.data.pipeline:make_dataset",
     "make_input_dataset": "tfperf.inputs.datasets:make_input_dataset",
     "get_workload": "tfperf.workloads:get_workload",

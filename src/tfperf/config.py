@@ -165,7 +165,10 @@ class TrainConfig(_Section):
         default_factory=CheckpointConfig, description="when checkpoints are saved, how many kept"
     )
     checkpoint_input: bool = Field(
-        True, description="save the input iterator too (exact resume mid-epoch)"
+        True,
+        description="save the input iterator too (exact resume mid-epoch); turned off with "
+        "one warning for a pipeline TensorFlow cannot save (py_function, numpy_function, "
+        "from_generator, stateful random ops), an error if set to true explicitly",
     )
     init_from: str | None = Field(
         None,
