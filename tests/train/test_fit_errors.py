@@ -66,7 +66,10 @@ CASES = [
     (
         "broadcast_mse_vs_labels",  # (8, 5) - (8, 1) would broadcast silently
         ["model.name=badcode:five_classes", "model.loss=mse"],
-        ["model output (8, 5) vs labels (8,) for 'mse'"],
+        [
+            "model output (8, 5) vs labels (8,) for 'mse'",
+            "change model.loss in --set model.loss=mse",  # where the value came from
+        ],
     ),
     (
         "inputs_vs_features",
@@ -101,7 +104,7 @@ CASES = [
         [
             "train.out_dir: making the run's folder",
             "blocker is a file",
-            "change train.out_dir in",
+            "change train.out_dir in --set train.out_dir=blocker/run",
         ],
     ),
 ]

@@ -66,7 +66,7 @@ def hold_out_dir(stack: ExitStack, cfg: Any, dirs: RunDirs) -> None:
         raise OutDirError(
             f"train.out_dir: making the run's folder {dirs.out_dir} failed: "
             f"{exc.strerror or exc} ({why or exc.filename}); expected a folder this user can "
-            f"create and write in; change train.out_dir in {cfg.source or 'the run file'} "
+            f"create and write in; change train.out_dir in {cfg.origin('train.out_dir')} "
             "(or --set train.out_dir=PATH)"
         ) from None
 

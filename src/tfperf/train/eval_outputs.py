@@ -27,7 +27,7 @@ def check_eval_metric(cfg: RunConfig, names: list[str]) -> None:
     if cfg.eval.metric not in names:
         raise UserError(
             f"eval.metric: expected one of {sorted(names)}, found '{cfg.eval.metric}'; set it "
-            f"in {cfg.source or 'the run file'} (model.metrics lists the metrics computed)"
+            f"in {cfg.origin('eval.metric')} (model.metrics lists the metrics computed)"
         )
 
 

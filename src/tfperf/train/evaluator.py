@@ -62,7 +62,7 @@ def check_eval_settings(cfg: RunConfig, metric_names: list[str]) -> None:
         raise UserError(
             f"--evaluator: the evaluator reads data.eval_split '{cfg.data.eval_split}': {exc}; "
             "convert an eval split beside the training data (`tfperf convert SOURCE --out "
-            f"DIR --split eval`), or set data.eval_split in {cfg.source or 'the run file'}"
+            f"DIR --split eval`), or set data.eval_split in {cfg.origin('data.eval_split')}"
         ) from None
     except UserError as exc:
         raise UserError(f"--evaluator: {exc}") from None

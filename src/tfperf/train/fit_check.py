@@ -176,7 +176,7 @@ def check_outputs(cfg: Any, out: Any, labels_spec: Any, objectives: Sequence[Obj
         raise FitError(
             f"{obj.where}: checking the model against the data, model output {out_shape} vs "
             f"labels {_shape(labels_spec, batch)} for '{obj.name}': {hint}; change {obj.where} "
-            f"in {cfg.source or 'the run file'}, or the model ({model_home(cfg)})"
+            f"in {cfg.origin(obj.where)}, or the model ({model_home(cfg)})"
         )
 
 
