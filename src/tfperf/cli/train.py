@@ -4,6 +4,7 @@ tfperf/observe; this module only wires the command line to them and prints the r
 
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -52,7 +53,8 @@ one_device | mirrored | multi_worker (TF_CONFIG) | parameter_server (train.clust
 
 --json prints: steps, start_step, examples_per_sec, input_bound_fraction (input wait /
 wall time), wait_ms_mean, final_loss, metrics, precision, precision_detail, strategy,
-stopped_because (max_steps | epochs | max_time | signal), steps_per_loop, global_batch,
+stopped_because (max_steps | epochs | max_time | signal), signal (SIGTERM | SIGINT:
+the command then exits 143 | 130 after saving the checkpoint), steps_per_loop, global_batch,
 restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipeline
 (the prefetch buffer and each stage's us/element from tf.data's model), evaluator (with
 --evaluator: exit_code, failed, error, last result, summary; a failed evaluator makes
@@ -134,8 +136,10 @@ def register(app: typer.Typer) -> None:
                 f"(evaluate them: `tfperf evaluate {runfile} --watch --all`)"
             )
             raise typer.Exit(1)
-        if result.stopped_because == "signal" and not json_out:
-            raise typer.Exit(130)
+        if result.stopped_because == "signal":
+            # 128 + the signal's number (130 SIGINT, 143 SIGTERM), as a shell reports it: the
+            # checkpoint is saved, but the run is not finished.
+            raise typer.Exit(128 + signal.Signals[result.signal or "SIGINT"].value)
 
 
 def print_summary(result: TrainResult, console: Any) -> None:

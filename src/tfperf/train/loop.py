@@ -57,6 +57,7 @@ class TrainResult:
     strategy: str
     stopped_because: str
     start_step: int = 0
+    signal: str | None = None  # SIGTERM or SIGINT when stopped_because is "signal"
     restored_from: str | None = None
     steps_per_loop: int = 1
     global_batch: int = 0
@@ -261,6 +262,7 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         precision=s.choice.policy,
         strategy=info.kind,
         stopped_because=run_state.stop_reason or "unknown",
+        signal=run_state.signal,
         start_step=start_step,
         restored_from=s.restore_path,
         steps_per_loop=min(spl.steps, log_every) if log_every else spl.steps,

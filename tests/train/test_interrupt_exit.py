@@ -1,0 +1,61 @@
+"""An interrupted `tfperf train` (SIGTERM, SIGINT) saves its checkpoint and exits 128 +
+the signal's number (143, 130), with or without --json, so that a script tells it from a
+finished run; --json still says stopped_because: signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trainkit
+
+
+def _start(rf: Path, log: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(log), "IDS_PAUSE": "0.1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress", *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _interrupt(proc: subprocess.Popen, log: Path, sig: int) -> tuple[str, str]:
+    deadline = time.monotonic() + 120
+    while not log.exists() or len(log.read_text().splitlines()) < 3:
+        assert proc.poll() is None, f"finished early:\n{proc.stderr.read()}"
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    return proc.communicate(timeout=120)
+
+
+@pytest.mark.slow  # real training processes
+@pytest.mark.parametrize(
+    ("sig", "code", "json_out"),
+    [(signal.SIGTERM, 143, True), (signal.SIGINT, 130, False), (signal.SIGTERM, 143, False)],
+)
+def test_interrupted_train_saves_then_exits_with_the_signal_code(tmp_path, sig, code, json_out):
+    data = trainkit.write_data(tmp_path / "data", n=64, shards=2)
+    rf = trainkit.write_runfile(
+        tmp_path, data, model="tinymodels:with_ids", max_steps=500, steps_per_loop=1
+    )
+    proc = _start(rf, tmp_path / "ids.txt", *(["--json"] * json_out))
+    out, err = _interrupt(proc, tmp_path / "ids.txt", sig)
+    assert proc.returncode == code, err
+    ckpt_dir = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in ckpt_dir.glob("ckpt-*.index")), err
+    assert "saving a checkpoint" in err
+    assert not (ckpt_dir / "FINAL").exists()
+    if json_out:
+        result = json.loads(out)
+        assert result["stopped_because"] == "signal"
+        assert result["signal"] == signal.Signals(sig).name
+        assert Path(result["checkpoint"] + ".index").exists()
