@@ -53,7 +53,9 @@ def describe(root: str, split: str | None = None) -> dict[str, Any]:
         example = None
         for s in info.shards:
             try:
-                data = first_record(Path(root) / s.file, manifest.compression)
+                data = first_record(
+                    Path(manifest.shard_path(root, sp, s.file)), manifest.compression
+                )
             except (RecordError, OSError) as exc:
                 example = {"error": f"{s.file}: {exc}"}
                 break

@@ -75,7 +75,45 @@ class Manifest(BaseModel):
                 f"{Path(root) / MANIFEST_NAME}: no split '{split}'; "
                 f"found {sorted(self.splits) or 'none'}"
             )
-        return [str(Path(root) / s.file) for s in self.splits[split].shards]
+        return [self.shard_path(root, split, s.file) for s in self.splits[split].shards]
+
+    def readable_shard_paths(self, root: str | Path, split: str) -> list[str]:
+        """`shard_paths`, each checked to exist and open for reading: a missing shard is a
+        named error before a pipeline starts (TensorFlow's NotFoundError names no split,
+        and on_corrupt=skip would spin on it)."""
+        paths = self.shard_paths(root, split)
+        for path in paths:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                problem = (
+                    "is missing"
+                    if isinstance(exc, FileNotFoundError)
+                    else (f"is unreadable ({exc.strerror or exc})")
+                )
+                raise ManifestError(
+                    f"{Path(root) / MANIFEST_NAME}: split '{split}': shard {Path(path).name} "
+                    f"listed in manifest.json {problem}; expected every listed shard in "
+                    f"{root}. pipeline.on_corrupt=skip skips damaged records, not missing "
+                    "files: restore the file or convert the split again (`tfperf convert "
+                    "--overwrite`)"
+                ) from None
+        return paths
+
+    def shard_path(self, root: str | Path, split: str, file: str) -> str:
+        """ROOT/file, refused (ManifestError) unless it names a file inside ROOT: a manifest
+        must not make tfperf read (or, on --overwrite, delete) files elsewhere."""
+        _check_file_name(Path(root) / MANIFEST_NAME, split, file)
+        path = Path(root) / file
+        # Resolved, so that a symlink in the folder cannot lead outside it either.
+        if path.resolve().parent != Path(root).resolve():
+            raise ManifestError(
+                f"{Path(root) / MANIFEST_NAME}: split '{split}' lists shard {file!r}, which "
+                f"resolves to {path.resolve()}, outside the dataset folder {Path(root).resolve()}"
+                "; expected a file inside that folder. Convert the data again or fix the entry"
+            )
+        return str(path)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
@@ -99,9 +137,23 @@ def load_manifest(path: str | Path) -> Manifest:
                 f"{p}: format {found!r} is not one this tfperf reads ({FORMAT}); read it "
                 f"with the tfperf that wrote it, or convert the data again"
             )
-        return Manifest.model_validate(data)
+        manifest = Manifest.model_validate(data)
     except (json.JSONDecodeError, ValidationError) as exc:
         raise ManifestError(f"{p}: not a valid tfperf manifest: {exc}") from None
+    for split, info in manifest.splits.items():
+        for name in [s.file for s in info.shards] + [info.rejects_file or "x"]:
+            _check_file_name(p, split, name)
+    return manifest
+
+
+def _check_file_name(manifest_file: Path, split: str, name: str) -> None:
+    """Refuses a shard/rejects name that is not a plain file name in the dataset folder."""
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0") or Path(name).is_absolute():
+        raise ManifestError(
+            f"{manifest_file}: split '{split}' lists file {name!r}; expected a plain file "
+            "name inside the dataset folder (no '/', '\\', '..' or absolute path), as "
+            "`tfperf convert` writes. Convert the data again or fix the entry"
+        )
 
 
 def save_manifest(manifest: Manifest, directory: str | Path) -> Path:

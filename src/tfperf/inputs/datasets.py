@@ -29,7 +29,7 @@ class InputSource:
     workload: Workload | None
 
     def files(self, split: str) -> list[str]:
-        return self.manifest.shard_paths(self.root, split)
+        return self.manifest.readable_shard_paths(self.root, split)
 
     def records(self, split: str) -> int:
         return self.manifest.splits[split].records

@@ -1,0 +1,99 @@
+"""Shard faults found by issue 10: manifest shard names that point outside the dataset
+folder are refused by name, and a missing or unreadable shard is a named error before a
+pipeline reads (on_corrupt=skip would otherwise spin on it forever)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfperf.config import config_from_dict
+from tfperf.data.manifest import ManifestError
+from tfperf.data.writer import convert
+from tfperf.inputs.datasets import make_input_dataset, split_shards
+
+
+def _dataset(tmp_path: Path, name: str = "o", rows: int = 40) -> Path:
+    np.savez(tmp_path / f"{name}.npz", x=np.arange(rows, dtype=np.int64))
+    convert(tmp_path / f"{name}.npz", tmp_path / name, workers=1, progress=False, shard_bytes=200)
+    return tmp_path / name
+
+
+def _cfg(root: Path, on_corrupt: str = "error"):
+    return config_from_dict(
+        {"data": {"dir": str(root)}, "pipeline": {"on_corrupt": on_corrupt, "batch_size": 4}}
+    )
+
+
+def _point_first_shard_at(root: Path, target: str) -> None:
+    path = root / "manifest.json"
+    data = json.loads(path.read_text())
+    data["splits"]["train"]["shards"][0]["file"] = target
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../outside/secret.tfrecord", "a/../b"])
+def test_shard_names_outside_the_folder_are_refused(tmp_path, target):
+    root = _dataset(tmp_path)
+    outside = _dataset(tmp_path, "outside")  # a real TFRecord file a manifest could point at
+    shutil.copy(next(outside.glob("o*-train.tfrecord-*")), outside / "secret.tfrecord")
+    _point_first_shard_at(root, target)
+    with pytest.raises(ManifestError) as err:
+        make_input_dataset(_cfg(root), training=False, split="train")
+    msg = str(err.value)
+    assert "manifest.json" in msg and "split 'train'" in msg and repr(target) in msg
+    assert "inside the dataset folder" in msg
+
+
+def test_a_symlinked_shard_leading_outside_is_refused(tmp_path):
+    root = _dataset(tmp_path)
+    first = sorted(root.glob("o-train.tfrecord-*"))[0]
+    moved = tmp_path / "elsewhere.tfrecord"
+    first.rename(moved)
+    first.symlink_to(moved)
+    with pytest.raises(ManifestError, match="outside the dataset folder"):
+        make_input_dataset(_cfg(root), training=False, split="train")
+
+
+def test_overwrite_never_deletes_a_file_outside_the_folder(tmp_path, cli):
+    root = _dataset(tmp_path)
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    _point_first_shard_at(root, "../precious.txt")
+    res = cli("convert", tmp_path / "o.npz", "--out", root, "--overwrite")
+    assert res.exit_code == 2, res.output
+    assert "'../precious.txt'" in res.output and "Traceback" not in res.output
+    assert victim.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("on_corrupt", ["error", "skip"])
+def test_a_missing_shard_is_named_before_reading(tmp_path, on_corrupt):
+    root = _dataset(tmp_path)
+    gone = sorted(root.glob("o-train.tfrecord-*"))[1]
+    gone.unlink()
+    for build in (
+        lambda: make_input_dataset(_cfg(root, on_corrupt), training=True),
+        lambda: split_shards(_cfg(root, on_corrupt), training=True),
+    ):
+        with pytest.raises(ManifestError) as err:
+            build()
+        msg = str(err.value)
+        assert f"split 'train': shard {gone.name} listed in manifest.json is missing" in msg
+        assert "on_corrupt=skip skips damaged records, not missing files" in msg
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_shard_is_named_before_reading(tmp_path):
+    root = _dataset(tmp_path)
+    shard = sorted(root.glob("o-train.tfrecord-*"))[0]
+    shard.chmod(0)
+    try:
+        with pytest.raises(ManifestError, match=f"shard {shard.name} .* is unreadable"):
+            make_input_dataset(_cfg(root, "skip"), training=False, split="train")
+    finally:
+        shard.chmod(0o644)
