@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tfperf.cli.common import command, stdout_console
+from tfperf.cli.common import command, console, stdout_console
 
 HELP = """Run one task of a training cluster: a TensorFlow gRPC server for the job 'ps' or
 'worker' at the address cluster.yaml gives it, serving until stopped (Ctrl-C/SIGTERM).
@@ -62,4 +62,23 @@ def register(app: typer.Typer) -> None:
         stdout_console().print(
             f"{job} {index} serving at {tasks[index]} ({server.target})", markup=False
         )
+        _warn_if_exposed(int(server.target.rsplit(":", 1)[1]))  # the bound port (0: any)
         server.join()
+
+
+def _warn_if_exposed(port: int) -> None:
+    """Says, from the OS's socket table, where the server really listens: TensorFlow's gRPC
+    server binds every interface whatever host cluster.yaml names, and has no authentication."""
+    from tfperf.util.net import exposed, listening_addresses
+
+    where = listening_addresses(port)
+    if exposed(where):
+        console.print(
+            f"warning: listening on {', '.join(where)} (TensorFlow's gRPC server binds every "
+            "interface; the address cannot be narrowed from Python). It has no authentication: "
+            f"anyone who can reach port {port} can run operations in this process. Keep the "
+            "port behind a firewall or on a private network.",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # one line: scripts and log readers find it whole
+        )

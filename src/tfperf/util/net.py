@@ -1,0 +1,25 @@
+"""What the operating system says a process listens on: the truth about a server's exposure,
+whatever address it was asked to serve at."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+
+
+def listening_addresses(port: int, pid: int | None = None) -> list[str]:
+    """ "IP:PORT" of each TCP socket of process `pid` (default: this one) listening on `port`;
+    "*" stands for every interface (0.0.0.0 or ::)."""
+    out = []
+    for conn in psutil.Process(pid or os.getpid()).net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            ip = conn.laddr.ip
+            out.append(f"{'*' if ip in ('0.0.0.0', '::') else ip}:{port}")
+    return sorted(set(out))
+
+
+def exposed(addresses: list[str]) -> bool:
+    """True when any of `addresses` (from listening_addresses) is reachable from other hosts."""
+    loopback = ("127.", "::1:", "localhost:")
+    return any(not a.startswith(loopback) for a in addresses)
