@@ -97,3 +97,53 @@ def test_an_unreadable_shard_is_named_before_reading(tmp_path):
             make_input_dataset(_cfg(root, "skip"), training=False, split="train")
     finally:
         shard.chmod(0o644)
+
+
+def _cut_after_first_record(shard: Path) -> int:
+    """Truncates `shard` right after its first record; returns the records it had."""
+    import struct
+
+    data = shard.read_bytes()
+    length = struct.unpack("<Q", data[:8])[0]
+    shard.write_bytes(data[: 8 + 4 + length + 4])
+    from tfperf.data.corrupt_shards import scan_shard
+
+    assert scan_shard(str(shard)).error is None  # TensorFlow reads it without a word
+    return json.loads((shard.parent / "manifest.json").read_text())["splits"]["train"]["shards"][
+        sorted(shard.parent.glob("o-train.tfrecord-*")).index(shard)
+    ]["records"]
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut at a record boundary"])
+def test_a_short_shard_is_named_under_on_corrupt_error(tmp_path, damage):
+    root = _dataset(tmp_path)
+    shard = sorted(root.glob("o-train.tfrecord-*"))[2]
+    if damage == "empty":
+        shard.write_bytes(b"")
+    else:
+        _cut_after_first_record(shard)
+    with pytest.raises(ManifestError) as err:
+        make_input_dataset(_cfg(root), training=False, split="train")
+    msg = str(err.value)
+    assert f"split 'train': shard {shard.name} holds {shard.stat().st_size} bytes" in msg
+    assert "pipeline.on_corrupt=skip" in msg
+
+
+def test_a_short_shard_under_skip_reads_on_and_is_reported(tmp_path):
+    from tfperf.inputs.datasets import skipped_per_epoch
+
+    root = _dataset(tmp_path)
+    shards = sorted(root.glob("o-train.tfrecord-*"))
+    had = _cut_after_first_record(shards[1])
+    shards[3].write_bytes(b"")
+    lost = (
+        had
+        - 1
+        + json.loads((root / "manifest.json").read_text())["splits"]["train"]["shards"][3][
+            "records"
+        ]
+    )
+    cfg = _cfg(root, "skip")
+    ds = make_input_dataset(cfg, training=False, split="train")
+    assert sum(int(b["x"].shape[0]) for b in ds) == 40 - lost
+    assert skipped_per_epoch(cfg, training=True) == lost

@@ -8,6 +8,7 @@ tfperf may add some); a manifest of another major format version is refused by n
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -77,15 +78,21 @@ class Manifest(BaseModel):
             )
         return [self.shard_path(root, split, s.file) for s in self.splits[split].shards]
 
-    def readable_shard_paths(self, root: str | Path, split: str) -> list[str]:
+    def readable_shard_paths(
+        self, root: str | Path, split: str, *, check_sizes: bool = False
+    ) -> list[str]:
         """`shard_paths`, each checked to exist and open for reading: a missing shard is a
         named error before a pipeline starts (TensorFlow's NotFoundError names no split,
-        and on_corrupt=skip would spin on it)."""
+        and on_corrupt=skip would spin on it). check_sizes (on_corrupt=error): a shard whose
+        size differs from the manifest's (0 bytes, cut at a record boundary) is one too,
+        since TensorFlow reads such a file without a word; a stat, so the pipeline stays
+        as fast."""
         paths = self.shard_paths(root, split)
-        for path in paths:
+        where = f"{Path(root) / MANIFEST_NAME}: split '{split}': shard"
+        for path, info in zip(paths, self.splits[split].shards, strict=True):
             try:
-                with open(path, "rb"):
-                    pass
+                with open(path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
             except OSError as exc:
                 problem = (
                     "is missing"
@@ -93,12 +100,19 @@ class Manifest(BaseModel):
                     else (f"is unreadable ({exc.strerror or exc})")
                 )
                 raise ManifestError(
-                    f"{Path(root) / MANIFEST_NAME}: split '{split}': shard {Path(path).name} "
-                    f"listed in manifest.json {problem}; expected every listed shard in "
-                    f"{root}. pipeline.on_corrupt=skip skips damaged records, not missing "
-                    "files: restore the file or convert the split again (`tfperf convert "
-                    "--overwrite`)"
+                    f"{where} {info.file} listed in manifest.json {problem}; expected every "
+                    f"listed shard in {root}. pipeline.on_corrupt=skip skips damaged records, "
+                    "not missing files: restore the file or convert the split again "
+                    "(`tfperf convert --overwrite`)"
                 ) from None
+            if check_sizes and size != info.bytes:
+                raise ManifestError(
+                    f"{where} {info.file} holds {size} bytes, but manifest.json lists "
+                    f"{info.bytes} bytes ({info.records} records): a cut or replaced shard, "
+                    "whose lost records pipeline.on_corrupt=error would not notice. Rewrite "
+                    "it (`tfperf convert --overwrite`), or set pipeline.on_corrupt=skip to "
+                    "read what is left (the records lost each epoch are reported)"
+                )
         return paths
 
     def shard_path(self, root: str | Path, split: str, file: str) -> str:

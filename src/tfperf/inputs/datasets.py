@@ -28,8 +28,11 @@ class InputSource:
     manifest: Manifest
     workload: Workload | None
 
+    on_corrupt: str = "error"  # pipeline.on_corrupt: "error" also checks each shard's size
+
     def files(self, split: str) -> list[str]:
-        return self.manifest.readable_shard_paths(self.root, split)
+        check = self.on_corrupt == "error"  # under "skip" the lost records are reported
+        return self.manifest.readable_shard_paths(self.root, split, check_sizes=check)
 
     def records(self, split: str) -> int:
         return self.manifest.splits[split].records
@@ -84,7 +87,12 @@ def open_source(cfg: RunConfig) -> InputSource:
                 f"{cfg.workload} --out {root}` (or any command with --make-data)"
             ) from None
         raise
-    return InputSource(root=root, manifest=manifest, workload=workload_of(cfg))
+    return InputSource(
+        root=root,
+        manifest=manifest,
+        workload=workload_of(cfg),
+        on_corrupt=cfg.pipeline.on_corrupt,
+    )
 
 
 @dataclass(frozen=True)
