@@ -210,7 +210,7 @@ def test_corrupt_shard_error_names_the_file(tmp_path):
     assert isinstance(err.value, UserError)
     msg = str(err.value)
     assert files[2] in msg
-    assert "after 10 good records" in msg and "corrupted record at" in msg
+    assert "at record 10, byte " in msg and "corrupted record at" in msg
     assert "pipeline.on_corrupt=skip" in msg
     assert scan_shard(files[1]).error is None and scan_shard(files[1]).readable == PER_SHARD
 

@@ -147,3 +147,58 @@ def test_a_short_shard_under_skip_reads_on_and_is_reported(tmp_path):
     ds = make_input_dataset(cfg, training=False, split="train")
     assert sum(int(b["x"].shape[0]) for b in ds) == 40 - lost
     assert skipped_per_epoch(cfg, training=True) == lost
+
+
+def _set_manifest_bytes(root: Path, shard: Path) -> None:
+    path = root / "manifest.json"
+    data = json.loads(path.read_text())
+    for s in data["splits"]["train"]["shards"]:
+        if s["file"] == shard.name:
+            s["bytes"] = shard.stat().st_size
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("compression", ["", "GZIP"])
+def test_verify_and_training_name_the_same_record_and_offset(tmp_path, cli, compression):
+    import gzip
+
+    from tfperf.data.corrupt_shards import CorruptShardError, naming_corrupt_shards
+    from tfperf.data.verify import HEADER_BYTES, read_records
+
+    rng = np.random.default_rng(0)
+    rows = [{"id": i, "v": rng.random(16).astype(np.float32)} for i in range(400)]
+    m = convert(rows, tmp_path / "ds", compression=compression, workers=1, progress=False)
+    shard = tmp_path / "ds" / m.splits["train"].shards[0].file
+    starts = [o for o, _ in read_records(shard, compression)]
+    plain = gzip.decompress(shard.read_bytes()) if compression else shard.read_bytes()
+    # Damage a byte inside record 246's data: recompressed for GZIP, so the stream stays
+    # valid gzip and only the record's CRC tells.
+    bad = bytearray(plain)
+    bad[starts[246] + HEADER_BYTES + 3] ^= 0x55
+    shard.write_bytes(gzip.compress(bytes(bad), mtime=0) if compression else bytes(bad))
+    _set_manifest_bytes(tmp_path / "ds", shard)  # a size change is another check's job
+    stream = " of the decompressed GZIP stream" if compression else ""
+    want = f"record 246, byte {starts[246]}{stream}"
+
+    res = cli("inspect", tmp_path / "ds", "--verify", "--json")
+    (rep,) = json.loads(res.stdout)["verify"]["shards"]
+    assert (rep["records"], rep["bad_offset"]) == (246, starts[246]), rep
+    cfg = config_from_dict({"data": {"dir": str(tmp_path / "ds")}, "pipeline": {"batch_size": 8}})
+    with pytest.raises(CorruptShardError) as err:
+        with naming_corrupt_shards([str(shard)], compression):
+            for _ in make_input_dataset(cfg, training=False, split="train"):
+                pass
+    assert want in str(err.value), str(err.value)
+
+
+def test_a_gzip_shard_damaged_in_its_compressed_bytes_names_the_damaged_record(tmp_path, cli):
+    rng = np.random.default_rng(0)
+    rows = [{"id": i, "v": rng.random(16).astype(np.float32)} for i in range(400)]
+    m = convert(rows, tmp_path / "ds", compression="GZIP", workers=1, progress=False)
+    shard = tmp_path / "ds" / m.splits["train"].shards[0].file
+    data = bytearray(shard.read_bytes())
+    data[int(len(data) * 0.6)] ^= 0x55  # 60% into the file: far past record 0
+    shard.write_bytes(bytes(data))
+    res = cli("inspect", tmp_path / "ds", "--verify", "--json")
+    (rep,) = json.loads(res.stdout)["verify"]["shards"]
+    assert rep["records"] > 100 and rep["bad_offset"] > 0, rep

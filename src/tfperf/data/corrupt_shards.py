@@ -68,10 +68,23 @@ def corrupt_shard_error(
             "reads cleanly now: is a file being rewritten while training reads it?"
         )
     return CorruptShardError(
-        f"{scan.file}: corrupt TFRecord data after {scan.readable} good records "
-        f"({scan.error}); expected intact records (CRC and length framing). Rewrite the shard "
-        "(`tfperf convert --resume`) or set pipeline.on_corrupt=skip to drop the rest of it"
+        f"{scan.file}: corrupt TFRecord data {_where(scan, compression)}; expected intact "
+        "records (CRC and length framing). Rewrite the shard (`tfperf convert --resume`) or "
+        "set pipeline.on_corrupt=skip to drop the rest of it"
     )
+
+
+def _where(scan: ShardScan, compression: str) -> str:
+    """The bad record as `tfperf inspect --verify` names it (its index and first byte; for
+    GZIP in the decompressed stream): one definition of the offset for both. TensorFlow's
+    own offset (of the failing read, not of the record) stays in brackets."""
+    from tfperf.data.verify import scan_file
+
+    good, err = scan_file(scan.file, compression)
+    if err is None:  # TensorFlow failed where Python's reader did not: its words only
+        return f"after {scan.readable} good records ({scan.error})"
+    stream = " of the decompressed GZIP stream" if compression else ""
+    return f"at record {good}, byte {err.offset}{stream}: {err.reason} (TensorFlow: {scan.error})"
 
 
 @contextmanager

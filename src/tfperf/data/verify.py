@@ -67,9 +67,11 @@ class _GzipStream:
                     self.damage = "the gzip stream ends early (truncated file)"
                 self.done = True
                 break
+            before = self.z.copy()  # a failing call returns nothing: replayed from here
             try:
                 self.buf += self.z.decompress(data, self.chunk * 4)
             except zlib.error as exc:
+                self.buf += _salvage(before, data)
                 self.damage = f"the gzip stream is damaged ({exc})"
                 self.done = True
                 break
@@ -93,6 +95,18 @@ class _GzipStream:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _salvage(z: Any, data: bytes) -> bytes:
+    """What `z` decompresses of `data` before its error, fed a byte at a time (error path
+    only), so that a damaged GZIP shard names the record at the damage, not record 0."""
+    out = bytearray()
+    for i in range(len(data)):
+        try:
+            out += z.decompress(data[i : i + 1])
+        except zlib.error:
+            break
+    return bytes(out)
 
 
 def open_stream(path: str | Path, compression: str = "") -> Any:
