@@ -279,6 +279,7 @@ def register(app: typer.Typer) -> None:
                 workers=workers,
                 shard_bytes=shard_bytes,
                 compression=compression,
+                resume=resume,
             )
             split = "train"
         else:

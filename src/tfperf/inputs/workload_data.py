@@ -56,9 +56,11 @@ def write_workload_data(
     workers: int | None = None,
     shard_bytes: int | None = None,
     compression: str = "",
+    resume: bool = False,
 ) -> Manifest:
     """Writes splits train/eval (and train_raw/eval_raw when the original needs raw rows)
-    into out_dir and returns the manifest that lists them all."""
+    into out_dir and returns the manifest that lists them all. resume: each split continues
+    an interrupted run (finished splits are verified and kept), as `convert --resume`."""
     manifest: Manifest | None = None
     pre = offline_preprocess_ref(workload)
     plan: list[tuple[str, int, int, bool]] = [
@@ -74,9 +76,9 @@ def write_workload_data(
     for split, n, split_seed, tuned in plan:
         if n <= 0:
             continue
-        rows = IterableSource(
-            workload.generate(n, split_seed), length=n, label=f"workload {workload.name} ({split})"
-        )
+        # The seed is in the label, which --resume compares: another seed is another source.
+        label = f"workload {workload.name} ({split}, seed {split_seed})"
+        rows = IterableSource(workload.generate(n, split_seed), length=n, label=label)
         manifest = convert(
             rows,
             out_dir,
@@ -88,6 +90,7 @@ def write_workload_data(
             progress=progress,
             compression=compression,
             workload=workload.name,
+            resume=resume,
             **extra,
         )
     if manifest is None:
