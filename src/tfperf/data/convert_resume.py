@@ -14,6 +14,7 @@ from tfperf.data.convert_options import ConvertError, ConvertOptions
 from tfperf.data.manifest import Manifest
 from tfperf.data.schema import Schema
 from tfperf.data.shards import ShardPlan, is_leftover, progress_name
+from tfperf.data.source_fingerprint import describe_change, source_fingerprint
 from tfperf.data.sources import RowSource
 from tfperf.data.verify import file_sha256, verify_dir
 from tfperf.util.files import write_text_atomic
@@ -33,6 +34,9 @@ def fingerprint(
         "compression": options.compression,
         "on_bad_row": options.on_bad_row,
         "shuffle_seed": src.shuffle_seed,  # image folders: the order of the files
+        # The same path may hold other data by now: its size, time and a hash.
+        "content": source_fingerprint(src.path) if src.random_access else None,
+        "shard_bytes": options.shard_bytes,  # --shard-size: the plan's records per shard
     }
 
 
@@ -89,11 +93,13 @@ def resume_point(
     notes: list[str] = []
     if resume and progress.path.exists():
         state = json.loads(progress.path.read_text())
-        differ = [k for k in fingerprint if state["fingerprint"].get(k) != fingerprint[k]]
+        old = state["fingerprint"]
+        differ = [k for k in fingerprint if old.get(k) != fingerprint[k]]
         if differ:
             raise ConvertError(
                 f"{progress.path}: cannot resume: {', '.join(differ)} differ from the "
-                f"interrupted run; rerun without --resume to start over"
+                f"interrupted run{_details(old, fingerprint, differ)}; rerun without --resume "
+                "to start over"
             )
         progress.plan = ShardPlan.from_dict(state["plan"])
         for key, info in state["shards"].items():
@@ -104,15 +110,49 @@ def resume_point(
                 notes.append(f"shard {info['file']}: damaged or missing; writing it again")
         done = len(progress.finished)
         notes.append(f"resuming: {done} of {progress.plan.num_shards} shards already done")
-    elif resume and existing is not None and split in existing.splits:
-        bad = [r for r in verify_dir(out, existing).damaged if r.split == split]
-        if not bad:
-            notes.append(f"split '{split}' is already complete; shards verified")
-            return ResumePoint(progress, notes, complete=True)
-        notes.append(f"split '{split}': {len(bad)} damaged shards; converting it again")
     elif resume:
-        notes.append("nothing to resume here; starting")
+        _refuse_other_name(out, name, split, existing)
+        if existing is not None and split in existing.splits:
+            bad = [r for r in verify_dir(out, existing).damaged if r.split == split]
+            if not bad:
+                notes.append(f"split '{split}' is already complete; shards verified")
+                return ResumePoint(progress, notes, complete=True)
+            notes.append(f"split '{split}': {len(bad)} damaged shards; converting it again")
+        else:
+            notes.append("nothing to resume here; starting")
     return ResumePoint(progress, notes)
+
+
+def _details(old: dict[str, Any], new: dict[str, Any], differ: list[str]) -> str:
+    """Words for the differences a user can act on (content, --shard-size)."""
+    said = []
+    if "content" in differ:
+        said.append(
+            f"source {new['source']}: {describe_change(old.get('content'), new['content'])}"
+        )
+    if "shard_bytes" in differ:
+        said.append(f"--shard-size was {old.get('shard_bytes')} bytes, now {new['shard_bytes']}")
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def _refuse_other_name(out: Path, name: str, split: str, existing: Manifest | None) -> None:
+    """--resume with another --name than the run it continues: refused, naming the old one
+    (else the old run's shards would be left behind and a new set written beside them)."""
+    others = [
+        p for p in out.glob(f".*-{split}.progress.json") if p.name != progress_name(name, split)
+    ]
+    if others:
+        old = others[0].name[1:].split("-")[0]
+        raise ConvertError(
+            f"{others[0]}: cannot resume: the interrupted convert of split '{split}' is named "
+            f"'{old}', not '{name}'; resume with --name {old}, or rerun without --resume"
+        )
+    if existing is not None and split in existing.splits and existing.name != name:
+        raise ConvertError(
+            f"{out / 'manifest.json'}: cannot resume: split '{split}' was written as "
+            f"'{existing.name}', not '{name}'; resume with --name {existing.name}, or rerun "
+            "without --resume"
+        )
 
 
 def remove_stale(
