@@ -142,30 +142,22 @@ def evaluate(
 def _once(
     cfg: Any, all_: bool, checkpoint: str | None, max_batches: int | None, json_out: bool
 ) -> None:
-    from tfperf.train.checkpoints_dir import latest_ready, ready_checkpoints, resolve_prefix
+    from tfperf.train.checkpoints_dir import ready_checkpoints, resolve_prefix
     from tfperf.train.evaluator import Evaluator, run_paths
 
     _, ckpt_dir, _ = run_paths(cfg)
-    if all_:
-        prefixes = [c.path for c in ready_checkpoints(checkpoint or ckpt_dir)]
-        if not prefixes:
-            raise UserError(f"{checkpoint or ckpt_dir}: no finished checkpoint to evaluate")
-    elif checkpoint:
+    if checkpoint and not all_:
         prefixes = [resolve_prefix(checkpoint)]
     else:
-        latest = latest_ready(ckpt_dir)
-        if latest is None:
-            where = cfg.source or "the defaults"
-            raise UserError(
-                f"{ckpt_dir}: no finished checkpoint yet (train.out_dir of {where}); run "
-                "`tfperf train` first"
-            )
-        prefixes = [latest.path]
+        prefixes = [c.path for c in ready_checkpoints(checkpoint or ckpt_dir)]
+    if not prefixes:
+        where = cfg.source or "the defaults"
+        raise UserError(
+            f"{checkpoint or ckpt_dir}: no finished checkpoint yet (train.out_dir of "
+            f"{where}); run `tfperf train` first"
+        )
     evaluator = Evaluator(cfg, max_batches=max_batches, progress=not json_out)
-    rows = []
-    for prefix in prefixes:
-        step, metrics, examples = evaluator.evaluate(prefix)
-        rows.append({"step": step, "checkpoint": prefix, "metrics": metrics, "examples": examples})
+    rows = _rows(evaluator, prefixes, all_)
     if json_out:
         print_json(rows if all_ else rows[0])
         return
@@ -178,6 +170,33 @@ def _once(
     for r in rows:
         table.add_row(str(r["step"]), *(f"{r['metrics'][n]:.5g}" for n in names), r["checkpoint"])
     Console().print(table)
+
+
+def _rows(evaluator: Any, prefixes: list[str], all_: bool) -> list[dict[str, Any]]:
+    """The newest checkpoint that reads (a damaged newer one is named and skipped), or with
+    --all every one that reads; none readable is a DamagedCheckpointError (exit 2)."""
+    from tfperf.train.damaged import DamagedCheckpointError, read_newest
+
+    fix = "evaluate another one with --checkpoint PREFIX, or train again"
+    if not all_:
+        path, step, _ = read_newest(prefixes, evaluator.restore, purpose="evaluating", fix=fix)
+        return [_row(evaluator, path, step)]
+    rows, damaged = [], []
+    for prefix in prefixes:  # each one alone: a damaged one is skipped, not fallen back from
+        try:
+            _, step, _ = read_newest([prefix], evaluator.restore, purpose="--all", fix=fix)
+        except DamagedCheckpointError as exc:
+            damaged.append(str(exc))
+            continue
+        rows.append(_row(evaluator, prefix, step))
+    if not rows:
+        raise DamagedCheckpointError(f"evaluated nothing: {' '.join(damaged)}")
+    return rows
+
+
+def _row(evaluator: Any, prefix: str, step: int) -> dict[str, Any]:
+    metrics, examples = evaluator.measure(step)
+    return {"step": step, "checkpoint": prefix, "metrics": metrics, "examples": examples}
 
 
 def register(app: typer.Typer) -> None:

@@ -126,6 +126,10 @@ class Evaluator:
     def evaluate(self, prefix: str) -> tuple[int, dict[str, float], int]:
         """(step, {'loss': ..., metric: ...}, examples) of one checkpoint."""
         step = self.restore(prefix)
+        return (step, *self.measure(step))
+
+    def measure(self, step: int) -> tuple[dict[str, float], int]:
+        """({'loss': ..., metric: ...}, examples) of the weights restored last (`step`)."""
         sums: dict[str, float] = {}
         ds = self.dataset.take(self.max_batches) if self.max_batches else self.dataset
         with progress_bar(
@@ -142,7 +146,7 @@ class Evaluator:
         n = sums.pop("_n", 0.0)
         if n == 0:
             raise UserError(f"data.eval_split: '{self.cfg.data.eval_split}' gave no examples")
-        return step, {k: v / n for k, v in sums.items()}, int(n)
+        return {k: v / n for k, v in sums.items()}, int(n)
 
 
 def evaluate_checkpoint(cfg: RunConfig, path: str) -> dict[str, float]:

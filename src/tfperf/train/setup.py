@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -24,8 +25,16 @@ from tfperf.inputs.datasets import open_source, workload_of
 from tfperf.observe.summaries import SummaryHook, make_writer
 from tfperf.observe.system import SystemMonitorHook
 from tfperf.train.checkpoint import CheckpointHook, make_checkpoint, make_manager
-from tfperf.train.checkpoints_dir import RunDirs, clear_final, hold_out_dir, run_dirs
+from tfperf.train.checkpoints_dir import (
+    RunDirs,
+    checkpoint_step,
+    clear_final,
+    hold_out_dir,
+    listed_checkpoints,
+    run_dirs,
+)
 from tfperf.train.corrupt import CorruptRecordsHook
+from tfperf.train.damaged import read_newest, set_aside
 from tfperf.train.fit_check import check_fit
 from tfperf.train.model import build_model_and_loss, build_model_variables, make_optimizer
 from tfperf.train.precision import (
@@ -253,6 +262,27 @@ def _hooks(
     return HookList([*hooks, *user_hooks])
 
 
+def resume_candidates(checkpoint_dir: Path) -> list[str]:
+    """The run's own checkpoints a resume may start from, oldest first: listed in the
+    manager's state file with their .index on disk (whether they read is tried later)."""
+    listed = [p for p in listed_checkpoints(checkpoint_dir) if Path(f"{p}.index").exists()]
+    return sorted(listed, key=lambda p: checkpoint_step(p) or 0)
+
+
+def _restore(ckpt: Any, own: list[str], dirs: RunDirs, info: StrategyInfo) -> str:
+    """Restores the newest checkpoint that reads; the chief moves damaged newer ones aside."""
+    path, _, damaged = read_newest(
+        own,
+        lambda p: ckpt.restore(p).expect_partial(),
+        purpose="resuming",
+        fix=f"move {dirs.checkpoint_dir} away to train from step 0",
+    )
+    if damaged and info.is_chief:
+        aside = set_aside(dirs.checkpoint_dir, [p for p, _ in damaged], path)
+        say(True, f"moved the damaged checkpoint(s) to {aside}")
+    return path
+
+
 def prepare(
     cfg: RunConfig,
     *,
@@ -264,8 +294,6 @@ def prepare(
     """Builds the run; restores {train.out_dir}/checkpoints' latest checkpoint, else warm
     starts from train.init_from. `max_steps` (a global step) overrides train.max_steps.
     The chief holds train.out_dir's lock until `held` closes (none without it)."""
-    import tensorflow as tf
-
     dirs = run_dirs(cfg)
     info = make_strategy(cfg)
     if held is not None and info.is_chief:  # other workers write only their scratch folder
@@ -277,7 +305,8 @@ def prepare(
     if choice.measured:
         say(progress, choice.describe())
 
-    restore_path = tf.train.latest_checkpoint(str(dirs.checkpoint_dir))
+    own = resume_candidates(dirs.checkpoint_dir)
+    restore_path = own[-1] if own else None
     warm_report: list[Any] = []
 
     def warm_start_hook(model: Any) -> None:
@@ -301,8 +330,8 @@ def prepare(
 
     iterator, saved_input = training_input(cfg, info, progress)
     ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
-    if restore_path:
-        ckpt.restore(restore_path).expect_partial()
+    if own:
+        restore_path = _restore(ckpt, own, dirs, info)
         say(True, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")
     ckpt_hook = _checkpoint_hook(cfg, info, dirs, ckpt)
 

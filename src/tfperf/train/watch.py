@@ -12,6 +12,8 @@ import os
 import time
 from collections.abc import Callable
 
+from rich.markup import escape
+
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.train.checkpoints_dir import (
@@ -20,6 +22,7 @@ from tfperf.train.checkpoints_dir import (
     read_final,
     ready_checkpoints,
 )
+from tfperf.train.damaged import DamagedCheckpointError
 from tfperf.train.eval_outputs import EvalOutputs, EvalRecord, check_eval_metric
 from tfperf.train.evaluator import Evaluator, console, run_paths
 
@@ -70,7 +73,7 @@ class _Watcher:
         done = self.outputs.evaluated_steps()
         self.last_step = max(done) if done else -1
         self.failures: dict[str, int] = {}
-        self.given_up: set[str] = set()
+        self.given_up: dict[str, str] = {}  # checkpoint -> why it was given up
         self.final_misses = 0  # polls on which FINAL named a checkpoint that is not on disk
 
     def ready(self, final: CheckpointInfo | None) -> list[CheckpointInfo]:
@@ -79,14 +82,14 @@ class _Watcher:
         if final and final.path not in self.given_up and is_complete(final.path):
             if all(c.step != final.step for c in ready):
                 ready = sorted([*ready, final], key=lambda c: c.step)
-        elif final and final.step > self.last_step:
+        elif final and final.path not in self.given_up and final.step > self.last_step:
             self.final_misses += 1
             if self.final_misses > MAX_READ_FAILURES:  # moved or deleted: waiting cannot help
                 console.print(
                     f"[yellow]evaluator: FINAL names {final.path}, which is not on disk; "
                     "stopping[/]"
                 )
-                self.given_up.add(final.path)
+                self.given_up[final.path] = "FINAL names it, but it is not on disk"
         return ready
 
     def evaluate(self, ckpt: CheckpointInfo, skipped: int) -> EvalRecord | None:
@@ -100,10 +103,13 @@ class _Watcher:
             self.failures[ckpt.path] = self.failures.get(ckpt.path, 0) + 1
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if self.failures[ckpt.path] >= MAX_READ_FAILURES:
-                self.given_up.add(ckpt.path)
-                console.print(f"[yellow]evaluator: giving up on {ckpt.path}: {msg}[/]")
+                self.given_up[ckpt.path] = msg
+                console.print(
+                    f"[yellow]evaluator: giving up on {ckpt.path} after {MAX_READ_FAILURES} "
+                    f"tries (damaged or deleted): {escape(msg)}[/]"
+                )
             else:
-                console.print(f"evaluator: cannot read {ckpt.path} yet ({msg}); will retry")
+                console.print(f"evaluator: cannot read {ckpt.path} yet ({escape(msg)}); will retry")
             return None
         rec = EvalRecord(
             step=ckpt.step,
@@ -163,8 +169,16 @@ def watch(
                 console.print(record_line(rec))
             if on_record is not None:
                 on_record(rec)
-        if final is not None and (w.last_step >= final.step or final.path in w.given_up):
+        if final is not None and w.last_step >= final.step:
             break
+        if final is not None and final.path in w.given_up:
+            older = [c for c in w.ready(final) if c.step > w.last_step]
+            if not older:
+                break
+            console.print(
+                f"evaluator: falling back to the newest intact checkpoint, {older[-1].path}"
+            )
+            continue
         if last_pass:
             console.print("[yellow]evaluator: the trainer exited without FINAL; stopping[/]")
             break
@@ -177,6 +191,12 @@ def watch(
             last_pass = True  # one more look: the trainer may have saved as it stopped
             continue
         time.sleep(poll)
+    if not records and w.given_up:  # nothing could be evaluated: the caller must not pass
+        listed = "; ".join(f"{p}: {why}" for p, why in w.given_up.items())
+        raise DamagedCheckpointError(
+            f"evaluator: evaluated nothing; gave up on {listed}; evaluate an older checkpoint "
+            "with `tfperf evaluate RUNFILE --checkpoint PREFIX`, or train again"
+        )
     return records
 
 
