@@ -29,6 +29,7 @@ from tfperf.data.schema import RowError, Schema
 from tfperf.data.shards import temp_name
 from tfperf.data.sources import BadValue, RowSource
 from tfperf.data.verify import frame
+from tfperf.data.worker_watch import WorkerWatch
 from tfperf.errors import UserError
 from tfperf.util.files import write_text_atomic
 
@@ -111,16 +112,19 @@ def _raised(exc: BaseException) -> str:
 _TASK: ShardTask | None = None
 _PRE: Callable[[Any], Any] | None = None
 _TICK: Callable[[int], None] = lambda n: None  # noqa: E731
+_STARTED: Callable[[int], None] = lambda index: None  # noqa: E731
 
 
 def _init_worker(task: ShardTask, queue: Any) -> None:
-    global _TICK
+    global _TICK, _STARTED
     with contextlib.suppress(Exception):
         # Die with the parent: a killed convert must not leave writers behind (Linux).
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _set_task(task)
     _TICK = queue.put
+    # Which worker writes which shard: the main process names it if this process dies.
+    _STARTED = lambda index: queue.put(("start", index, os.getpid()))  # noqa: E731
 
 
 def _set_task(task: ShardTask) -> None:
@@ -270,6 +274,7 @@ def _write_shard(job: ShardJob) -> dict[str, Any]:
 
 def _run_job(job: ShardJob) -> dict[str, Any]:
     """A job's result, or its error as text (exceptions do not always pickle)."""
+    _STARTED(job.index)
     try:
         return _write_shard(job)
     except (BadRowError, UserError) as exc:
@@ -334,6 +339,8 @@ def run_jobs(
     queue = ctx.Queue()
     with _main_not_reimported(task):
         pool = ctx.Pool(workers, initializer=_init_worker, initargs=(task, queue))
+    files: dict[int, str] = {}
+    watch = WorkerWatch(pool, files)
     try:
         pending: dict[int, Any] = {}
         exhausted = False
@@ -343,20 +350,23 @@ def run_jobs(
                 if job is None:
                     exhausted = True
                 else:
+                    files[job.index] = job.file
                     pending[job.index] = pool.apply_async(_run_job, (job,))
             if not pending:
                 break
-            _drain(queue, advance)
+            _drain(queue, advance, watch)
             ready = [i for i, r in pending.items() if r.ready()]
             for i in sorted(ready):
+                watch.finished(i)
                 on_done(pending.pop(i).get())
             if not ready:
+                watch.check(task.out_dir)
                 time.sleep(0.05)
         pool.close()
         pool.join()
-        _drain(queue, advance)
+        _drain(queue, advance, watch)
     finally:
-        pool.terminate()
+        pool.terminate()  # after a death: stops the other workers (their shards are temps)
 
 
 @contextlib.contextmanager
@@ -380,10 +390,15 @@ def _main_not_reimported(task: ShardTask) -> Iterator[None]:
             main.__file__ = saved
 
 
-def _drain(queue: Any, advance: Callable[[int], None]) -> None:
-    """Rows the workers reported since the last call, passed on to `advance` at once."""
+def _drain(queue: Any, advance: Callable[[int], None], watch: WorkerWatch) -> None:
+    """Rows the workers reported since the last call, passed on to `advance` at once;
+    start notices go to `watch`."""
     n = 0
     with contextlib.suppress(Exception):
         while True:
-            n += queue.get_nowait()
+            item = queue.get_nowait()
+            if isinstance(item, tuple):
+                watch.started(item[1], item[2])
+            else:
+                n += item
     advance(n)

@@ -1,0 +1,78 @@
+"""A convert whose writer process dies (kill -9, the OOM killer) stops with an error naming
+the worker, the shard and the cause, instead of waiting forever; `--resume` then completes
+byte-identical shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import psutil
+
+from tfperf.data.shards import progress_name
+from tfperf.data.writer import convert
+
+SLOW_MODULE = """
+import time
+def slow(row):
+    time.sleep(0.01)
+    return row
+"""
+
+
+def _workers(pid: int) -> list[psutil.Process]:
+    """The pool's worker processes (spawned children; not the resource tracker)."""
+    out = []
+    for child in psutil.Process(pid).children(recursive=True):
+        cmd = " ".join(child.cmdline())
+        if "spawn_main" in cmd and "resource_tracker" not in cmd:
+            out.append(child)
+    return out
+
+
+def test_kill_9_of_one_worker_is_named_and_resume_completes(tmp_path, tfperf_exe):
+    rng = np.random.default_rng(3)
+    np.savez(
+        tmp_path / "d.npz", x=rng.standard_normal((400, 16)).astype(np.float32), id=np.arange(400)
+    )
+    (tmp_path / "slowmod.py").write_text(SLOW_MODULE)
+    args = [tfperf_exe, "convert", "d.npz", "--out", "o", "--preprocess", "slowmod:slow"]
+    args += ["--shard-size", "1KiB", "--workers", "2", "--quiet"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    progress = tmp_path / "o" / progress_name("d", "train")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if progress.exists() and json.loads(progress.read_text())["shards"]:
+            break
+        time.sleep(0.02)
+    workers = _workers(proc.pid)
+    assert proc.poll() is None and len(workers) == 2, "convert ended before the kill"
+    os.kill(workers[0].pid, signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=60)  # before the fix: waits forever
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = " ".join(err.split())
+    assert proc.returncode == 2, err
+    assert f"worker process {workers[0].pid} was killed by signal SIGKILL" in text, err
+    assert "while writing shard d-train.tfrecord-" in text and "--resume" in text, err
+    assert "Traceback" not in err
+    assert not _workers(proc.pid) if psutil.pid_exists(proc.pid) else True
+    res = subprocess.run(
+        [*args, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    ref = convert(tmp_path / "d.npz", tmp_path / "ref", shard_bytes=1024, workers=1, progress=False)
+    assert len(ref.splits["train"].shards) > 5
+    got = {p.name: p.read_bytes() for p in (tmp_path / "o").glob("d-train.tfrecord-*")}
+    want = {p.name: p.read_bytes() for p in (tmp_path / "ref").glob("d-train.tfrecord-*")}
+    assert got == want
+    assert not [p.name for p in (tmp_path / "o").iterdir() if p.name.startswith(".")]
