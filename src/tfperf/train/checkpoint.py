@@ -15,6 +15,8 @@ from typing import Any
 
 from tfperf.hooks import Hook, RunState
 from tfperf.train.checkpoints_dir import write_final
+from tfperf.train.disk_full import DiskFullError, disk_full_named
+from tfperf.train.stale import remove_checkpoint_temps
 
 # Above this, saving the iterator (its shuffle buffer) makes every checkpoint slow and big.
 ITERATOR_WARN_BYTES = 64 * 2**20
@@ -83,11 +85,22 @@ class CheckpointHook(Hook):
         self.last_saved_step = -1
         self.last_time = time.monotonic()
         self.saved: list[str] = []
+        self.disk_full = False  # a save failed for space: the end does not try again
 
     def save(self, run: RunState) -> str | None:
         if run.step == self.last_saved_step:
             return self.manager.latest_checkpoint
-        path = self.manager.save(checkpoint_number=run.step)
+        directory = Path(self.manager.directory)
+        fix = "set train.out_dir to a folder on another disk (or lower checkpoint.keep)"
+        try:
+            with disk_full_named("saving a checkpoint", directory, fix):
+                path = self.manager.save(checkpoint_number=run.step)
+        except DiskFullError:
+            self.disk_full = True
+            remove_checkpoint_temps(
+                directory
+            )  # its partial ckpt-N_temp (this process writes there)
+            raise
         self.last_saved_step = run.step
         self.last_time = time.monotonic()
         self.saved.append(path)
@@ -107,7 +120,7 @@ class CheckpointHook(Hook):
             self.save(run)
 
     def on_train_end(self, run: RunState, logs: dict[str, float]) -> None:
-        if run.stop_reason == "nan":
+        if run.stop_reason == "nan" or self.disk_full:
             return  # keep the last good checkpoint; never save a diverged state
         path = self.save(run)
         run.last_checkpoint = path

@@ -17,6 +17,7 @@ from typing import Any
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.train.checkpoints_dir import STATE_FILE
+from tfperf.train.disk_full import disk_full_named
 
 RESULTS_NAME = "eval_results.jsonl"
 BEST_DIR = "best"
@@ -103,9 +104,14 @@ class EvalOutputs:
         return steps
 
     def write(self, record: EvalRecord) -> None:
+        check_eval_metric(self.cfg, list(record.metrics))  # before anything is written
+        fix = "set train.out_dir to a folder on another disk"
+        with disk_full_named("evaluator: writing results", self.out_dir, fix):
+            self._write(record)
+
+    def _write(self, record: EvalRecord) -> None:
         import tensorflow as tf
 
-        check_eval_metric(self.cfg, list(record.metrics))  # before anything is written
         with self.writer.as_default():
             for name, value in record.metrics.items():
                 # Training's tags in another run folder: TensorBoard draws both on one chart.
@@ -132,9 +138,13 @@ class EvalOutputs:
         tmp = self.out_dir / f".{BEST_DIR}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        for f in src.parent.iterdir():
-            if f.name == src.name + ".index" or f.name.startswith(src.name + ".data-"):
-                shutil.copy2(f, tmp / f.name)
+        try:
+            for f in src.parent.iterdir():
+                if f.name == src.name + ".index" or f.name.startswith(src.name + ".data-"):
+                    shutil.copy2(f, tmp / f.name)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # a full disk leaves no partial copy behind
+            raise
         # A state file makes tf.train.latest_checkpoint(best/) work.
         (tmp / STATE_FILE).write_text(
             f'model_checkpoint_path: "{src.name}"\nall_model_checkpoint_paths: "{src.name}"\n'

@@ -129,6 +129,23 @@ def _without_saving(cfg: RunConfig, problem: str) -> None:
     )
 
 
+def input_seeded_by_step(cfg: RunConfig, step: int, say: bool = True) -> RunConfig:
+    """The run file for a resume at `step` without train.checkpoint_input: a fixed
+    pipeline.seed becomes seed + step, so that each resume reads another order instead of
+    replaying the first batches of epoch 0 (a fresh run, step 0, keeps the seed as is)."""
+    seed = cfg.pipeline.seed
+    if step == 0 or seed is None:
+        return cfg
+    if say:
+        _say(
+            f"note: train.checkpoint_input is false: {RESUME_WITHOUT_INPUT}; its shuffles are "
+            f"seeded with pipeline.seed + step = {seed} + {step} = {seed + step}, so that this "
+            "resume does not replay the first batches of the first run"
+        )
+    pipeline = cfg.pipeline.model_copy(update={"seed": seed + step})
+    return cfg.model_copy(update={"pipeline": pipeline})
+
+
 def training_input(cfg: RunConfig, info: StrategyInfo, progress: bool) -> tuple[Any, Any]:
     """(the distributed iterator, what of it a checkpoint can save or None)."""
     wanted = cfg.train.checkpoint_input

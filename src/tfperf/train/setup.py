@@ -46,7 +46,13 @@ from tfperf.train.precision import (
     wrap_optimizer,
 )
 from tfperf.train.run_hooks import NanCheck, ProgressHook
-from tfperf.train.run_input import dataset_fn, element_spec, training_input
+from tfperf.train.run_input import (
+    dataset_fn,
+    element_spec,
+    input_seeded_by_step,
+    training_input,
+)
+from tfperf.train.stale import remove_stale
 from tfperf.train.step import TrainStep
 from tfperf.train.strategy import StrategyInfo, distribute_input, make_strategy
 from tfperf.train.warm_start import warm_start
@@ -298,6 +304,8 @@ def prepare(
     info = make_strategy(cfg)
     if held is not None and info.is_chief:  # other workers write only their scratch folder
         hold_out_dir(held, cfg, dirs)
+        for p in remove_stale(dirs.out_dir, dirs.checkpoint_dir, holding=True):
+            say(True, f"removed {p}, left by a process killed while writing it")
     global_batch = cfg.pipeline.batch_size * info.replicas
     target, target_reason = _plan(cfg, max_steps, global_batch)
     spec = element_spec(cfg)
@@ -328,11 +336,17 @@ def prepare(
     if warm_report and progress:
         Console(stderr=True).print(warm_report[0])
 
-    iterator, saved_input = training_input(cfg, info, progress)
+    # Without checkpoint_input the input is built after the restore: its seed follows the step.
+    iterator, saved_input = (
+        training_input(cfg, info, progress) if cfg.train.checkpoint_input else (None, None)
+    )
     ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
     if own:
         restore_path = _restore(ckpt, own, dirs, info)
         say(True, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")
+    if iterator is None:
+        step = int(parts.step_var.numpy())
+        iterator, _ = training_input(input_seeded_by_step(cfg, step), info, progress)
     ckpt_hook = _checkpoint_hook(cfg, info, dirs, ckpt)
 
     run = RunState(

@@ -25,6 +25,7 @@ from tfperf.train.checkpoints_dir import (
 from tfperf.train.damaged import DamagedCheckpointError
 from tfperf.train.eval_outputs import EvalOutputs, EvalRecord, check_eval_metric
 from tfperf.train.evaluator import Evaluator, console, run_paths
+from tfperf.train.stale import remove_stale
 
 # A checkpoint that fails to read this many polls in a row is given up (it was likely
 # deleted by the manager's max_to_keep, or is corrupt).
@@ -66,6 +67,8 @@ class _Watcher:
     def __init__(self, cfg: RunConfig, max_batches: int | None, progress: bool):
         out_dir, self.ckpt_dir, log_dir = run_paths(cfg)
         out_dir.mkdir(parents=True, exist_ok=True)
+        for p in remove_stale(out_dir, self.ckpt_dir, holding=False):
+            console.print(f"evaluator: removed {p}, left by a process killed while writing it")
         self.evaluator = Evaluator(cfg, max_batches=max_batches, progress=progress)
         check_eval_metric(cfg, ["loss", *self.evaluator.metric_fns])  # before any checkpoint
         self.outputs = EvalOutputs(cfg, out_dir, log_dir)
