@@ -103,13 +103,15 @@ class EvalOutputs:
                 continue  # a torn last line from a killed evaluator
         return steps
 
-    def write(self, record: EvalRecord) -> None:
+    def write(self, record: EvalRecord, source: str | None = None) -> None:
+        """Writes the record; best/ is copied from `source` (a held copy of the checkpoint,
+        train/held.py) when given, else from record.checkpoint."""
         check_eval_metric(self.cfg, list(record.metrics))  # before anything is written
         fix = "set train.out_dir to a folder on another disk"
         with disk_full_named("evaluator: writing results", self.out_dir, fix):
-            self._write(record)
+            self._write(record, source)
 
-    def _write(self, record: EvalRecord) -> None:
+    def _write(self, record: EvalRecord, source: str | None) -> None:
         import tensorflow as tf
 
         with self.writer.as_default():
@@ -117,21 +119,21 @@ class EvalOutputs:
                 # Training's tags in another run folder: TensorBoard draws both on one chart.
                 tf.summary.scalar(name, value, step=record.step)
         self.writer.flush()
-        record.best = self._update_best(record)
+        record.best = self._update_best(record, source)
         with self.results.open("a") as f:
             f.write(record.to_json() + "\n")
 
-    def _update_best(self, record: EvalRecord) -> bool:
+    def _update_best(self, record: EvalRecord, source: str | None) -> bool:
         metric, mode = self.cfg.eval.metric, self.cfg.eval.mode
         value = record.metrics[metric]
         if self.best is not None:
             old = float(self.best["value"])
             if (value >= old) if mode == "min" else (value <= old):
                 return False
-        self._copy_best(record, value)
+        self._copy_best(record, value, Path(source or record.checkpoint))
         return True
 
-    def _copy_best(self, record: EvalRecord, value: float) -> None:
+    def _copy_best(self, record: EvalRecord, value: float, files: Path) -> None:
         """Copies the checkpoint's files into best/ via a temp dir and renames, so best/
         always holds one whole checkpoint."""
         src = Path(record.checkpoint)
@@ -139,7 +141,7 @@ class EvalOutputs:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:
-            for f in src.parent.iterdir():
+            for f in files.parent.iterdir():
                 if f.name == src.name + ".index" or f.name.startswith(src.name + ".data-"):
                     shutil.copy2(f, tmp / f.name)
         except OSError:

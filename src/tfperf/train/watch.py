@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 
 from rich.markup import escape
 
@@ -25,6 +26,7 @@ from tfperf.train.checkpoints_dir import (
 from tfperf.train.damaged import DamagedCheckpointError
 from tfperf.train.eval_outputs import EvalOutputs, EvalRecord, check_eval_metric
 from tfperf.train.evaluator import Evaluator, console, run_paths
+from tfperf.train.held import held_checkpoint
 from tfperf.train.stale import remove_stale
 
 # A checkpoint that fails to read this many polls in a row is given up (it was likely
@@ -98,35 +100,41 @@ class _Watcher:
     def evaluate(self, ckpt: CheckpointInfo, skipped: int) -> EvalRecord | None:
         """The record of one checkpoint, or None when it could not be read (yet)."""
         t0 = time.monotonic()
-        try:
-            step, metrics, examples = self.evaluator.evaluate(ckpt.path)
-        except UserError:
-            raise  # a wrong run file or metric: retrying cannot help
-        except self.read_errors as exc:
-            self.failures[ckpt.path] = self.failures.get(ckpt.path, 0) + 1
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if self.failures[ckpt.path] >= MAX_READ_FAILURES:
-                self.given_up[ckpt.path] = msg
-                console.print(
-                    f"[yellow]evaluator: giving up on {ckpt.path} after {MAX_READ_FAILURES} "
-                    f"tries (damaged or deleted): {escape(msg)}[/]"
-                )
-            else:
-                console.print(f"evaluator: cannot read {ckpt.path} yet ({escape(msg)}); will retry")
-            return None
-        rec = EvalRecord(
-            step=ckpt.step,
-            checkpoint=ckpt.path,
-            metrics=metrics,
-            skipped=skipped,
-            seconds=time.monotonic() - t0,
-            examples=examples,
-        )
-        if step != ckpt.step:
-            console.print(f"[yellow]evaluator: {ckpt.path} holds step {step}[/]")
-        self.outputs.write(rec)
+        with ExitStack() as stack:  # the held copy lives until best/ is copied from it
+            try:
+                held = stack.enter_context(held_checkpoint(ckpt.path, self.outputs.out_dir))
+                step, metrics, examples = self.evaluator.evaluate(held)
+            except UserError:
+                raise  # a wrong run file or metric: retrying cannot help
+            except self.read_errors as exc:
+                self._failed(ckpt, exc)
+                return None
+            rec = EvalRecord(
+                step=ckpt.step,
+                checkpoint=ckpt.path,
+                metrics=metrics,
+                skipped=skipped,
+                seconds=time.monotonic() - t0,
+                examples=examples,
+            )
+            if step != ckpt.step:
+                console.print(f"[yellow]evaluator: {ckpt.path} holds step {step}[/]")
+            self.outputs.write(rec, source=held)
         self.last_step = ckpt.step
         return rec
+
+    def _failed(self, ckpt: CheckpointInfo, exc: BaseException) -> None:
+        """Counts a failed read; the third one in a row gives the checkpoint up."""
+        self.failures[ckpt.path] = self.failures.get(ckpt.path, 0) + 1
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if self.failures[ckpt.path] >= MAX_READ_FAILURES:
+            self.given_up[ckpt.path] = msg
+            console.print(
+                f"[yellow]evaluator: giving up on {ckpt.path} after {MAX_READ_FAILURES} "
+                f"tries (damaged or deleted): {escape(msg)}[/]"
+            )
+        else:
+            console.print(f"evaluator: cannot read {ckpt.path} yet ({escape(msg)}); will retry")
 
 
 def watch(
