@@ -12,7 +12,6 @@ from PIL import Image
 
 from tfperf.data.writer import ConvertError, convert
 
-
 _CALLS = [0]
 
 
