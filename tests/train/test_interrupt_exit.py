@@ -5,26 +5,13 @@ finished run; --json still says stopped_because: signal."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import trainkit
-
-
-def _start(rf: Path, log: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(log), "IDS_PAUSE": "0.1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress", *extra],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _interrupt(proc: subprocess.Popen, log: Path, sig: int) -> tuple[str, str]:
@@ -47,7 +34,7 @@ def test_interrupted_train_saves_then_exits_with_the_signal_code(tmp_path, sig, 
     rf = trainkit.write_runfile(
         tmp_path, data, model="tinymodels:with_ids", max_steps=500, steps_per_loop=1
     )
-    proc = _start(rf, tmp_path / "ids.txt", *(["--json"] * json_out))
+    proc = trainkit.start_train(rf, tmp_path / "ids.txt", *(["--json"] * json_out))
     out, err = _interrupt(proc, tmp_path / "ids.txt", sig)
     assert proc.returncode == code, err
     ckpt_dir = tmp_path / "run" / "checkpoints"

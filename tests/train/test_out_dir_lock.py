@@ -4,27 +4,13 @@ folder by hand is not refused; the lock goes when the first one ends."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import trainkit
 
 from tfperf.util.lock import LOCK_NAME
-
-
-def _train(rf, ids_log, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(ids_log), "IDS_PAUSE": "0.1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 @pytest.mark.slow  # three real processes
@@ -34,7 +20,7 @@ def test_second_train_on_the_same_out_dir_is_refused(tmp_path):
         tmp_path, data, model="tinymodels:with_ids", max_steps=10_000, steps_per_loop=1
     )
     out = tmp_path / "run"
-    first = _train(rf, tmp_path / "ids_first.txt")
+    first = trainkit.start_train(rf, tmp_path / "ids_first.txt")
     try:
         deadline = time.monotonic() + 120
         while not (tmp_path / "ids_first.txt").exists():  # training has started
@@ -42,7 +28,7 @@ def test_second_train_on_the_same_out_dir_is_refused(tmp_path):
             assert time.monotonic() < deadline, "the first training never started"
             time.sleep(0.1)
         assert (out / LOCK_NAME).exists()
-        second = _train(rf, tmp_path / "ids_second.txt")
+        second = trainkit.start_train(rf, tmp_path / "ids_second.txt")
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2, err
         assert f"train.out_dir {out} is in use by PID {first.pid}" in err

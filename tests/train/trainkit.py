@@ -184,3 +184,16 @@ def tfperf(
     if check and proc.returncode != 0:
         raise AssertionError(f"tfperf {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
     return proc
+
+
+def start_train(runfile: Path, ids_log: Path, *args: str) -> subprocess.Popen:
+    """A real `tfperf train` in the background, logging the example ids it trains on to
+    `ids_log` and pausing 0.1 s per step (the with_ids model), so a test can act mid-run."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(ids_log), "IDS_PAUSE": "0.1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfperf.cli.main", "train", str(runfile), "--no-progress", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
