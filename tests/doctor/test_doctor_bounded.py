@@ -230,7 +230,7 @@ def test_each_fix_trial_has_predicted_and_measured_gain(tmp_path: Path):
 
     from tfperf.config import load_config
     from tfperf.doctor import diagnose
-    from tfperf.doctor.fixes import fix_dataset
+    from tfperf.doctor.fixes_dataset import fix_dataset
     from tfperf.doctor.report import render_fix
     from tfperf.inputs.datasets import make_input_dataset
 

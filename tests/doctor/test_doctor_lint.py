@@ -19,7 +19,7 @@ import tensorflow as tf  # noqa: E402
 from tfperf.config import config_from_dict  # noqa: E402
 from tfperf.doctor import lint  # noqa: E402
 from tfperf.doctor.diagnose import diagnose  # noqa: E402
-from tfperf.doctor.rules import verdict_for  # noqa: E402
+from tfperf.doctor.evidence import verdict_for  # noqa: E402
 
 # Input cases time no compute what-ifs (their rules are tested on their own below).
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
@@ -198,7 +198,7 @@ def test_dataset_argument_replaces_the_run_file_pipeline():
 
 # ---- what a resume loses: an iterator TensorFlow cannot save -----------------------------------
 def _rule_evidence(ds):
-    from tfperf.doctor.rules import Evidence
+    from tfperf.doctor.evidence import Evidence
 
     return Evidence(
         graph=lint.read_graph(ds),
@@ -217,7 +217,7 @@ def _rule_evidence(ds):
 
 
 def test_iterator_that_cannot_be_checkpointed_is_a_finding(records):
-    from tfperf.doctor.rules import rule_input_not_checkpointable
+    from tfperf.doctor.rules_model import rule_input_not_checkpointable
 
     diag = diagnose(run_cfg("from_generator", data_dir=records))
     f = next(f for f in diag.findings if f.code == "input_not_checkpointable")

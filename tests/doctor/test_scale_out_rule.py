@@ -15,7 +15,7 @@ def _evidence(pipeline: float, compute: float, training: float, waiting: float):
     import tensorflow as tf
 
     from tfperf.doctor import lint
-    from tfperf.doctor.rules import Evidence
+    from tfperf.doctor.evidence import Evidence
 
     ds = tf.data.Dataset.range(64).map(lambda x: x * 2, num_parallel_calls=2).batch(8)
     return Evidence(

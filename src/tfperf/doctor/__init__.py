@@ -4,8 +4,9 @@ measured fixes (fixes, rewrites, runfile); report renders it all."""
 
 from tfperf.doctor.diagnose import diagnose
 from tfperf.doctor.findings import Diagnosis, Finding
-from tfperf.doctor.fixes import FixResult, FixTrial, fix_pipeline
-from tfperf.doctor.lint import DatasetGraph, GraphStage, read_graph
+from tfperf.doctor.fix_trials import FixResult, FixTrial
+from tfperf.doctor.fixes import fix_pipeline
+from tfperf.doctor.graph_read import DatasetGraph, GraphStage, read_graph
 from tfperf.doctor.rewrites import same_examples
 
 __all__ = [

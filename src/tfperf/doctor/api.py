@@ -16,7 +16,8 @@ from tfperf.config import RunConfig, config_from_dict
 from tfperf.doctor import handed, lint
 from tfperf.doctor.diagnose import diagnose as diagnose_run
 from tfperf.doctor.findings import Diagnosis
-from tfperf.doctor.fixes import FixResult, dataset_candidates, fix_dataset
+from tfperf.doctor.fix_trials import FixResult
+from tfperf.doctor.fixes_dataset import dataset_candidates, fix_dataset
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
 from tfperf.util.imports import load_object

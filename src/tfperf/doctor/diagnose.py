@@ -4,7 +4,8 @@ fed one cached batch (the compute limit) and both together with the real train s
 wait measured in the graph, as the training loop does); then the what-ifs. The rules turn
 them into a `Diagnosis`.
 
-Reading the graph is lint.py's job, judging rules.py's, building probes target.py's.
+Reading the graph is lint.py's job, judging rules.py's (on evidence.py's `Evidence`),
+building probes target.py's.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tfperf.doctor import lint, rules
+from tfperf.doctor import lint
 from tfperf.doctor.bounded import Bounded, bounded, cache_findings, mean_bytes, ram_budget_bytes
 from tfperf.doctor.budget import DOCTOR_SECONDS, Budget
+from tfperf.doctor.evidence import Evidence, verdict_for
 from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
+from tfperf.doctor.rules import run_rules
 from tfperf.doctor.target import build_target, compute_probe, dataset_probe, train_probe
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
@@ -304,7 +307,7 @@ def diagnose(
         measured["training"],
     )
     stages = _stage_timings(stage_probes, measured, errors)
-    verdict = rules.verdict_for(training.input_bound_fraction)
+    verdict = verdict_for(training.input_bound_fraction)
     what_ifs = _what_if_probes(
         cfg,
         graph=capped.graph,
@@ -325,7 +328,7 @@ def diagnose(
     if served:
         notes.append(SERVICE_NOTE)
     shuffle_bytes = {i: n for i, n in capped.bytes_in.items() if graph.stages[i].kind == "shuffle"}
-    evidence = rules.Evidence(
+    evidence = Evidence(
         graph=graph,
         pipeline=pipeline.examples_per_s.median,
         compute=compute.examples_per_s.median,
@@ -343,7 +346,7 @@ def diagnose(
             else measured["deterministic=False"].examples_per_s.median
         ),
     )
-    findings = cache_findings(capped, evidence.budget) + rules.run_rules(evidence)
+    findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
     if verdict == "not input-bound":
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tfperf.doctor.findings import Diagnosis
-from tfperf.doctor.fixes import FixResult
+from tfperf.doctor.fix_trials import FixResult
 from tfperf.util.format import number
 
 

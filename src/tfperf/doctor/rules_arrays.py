@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfperf.doctor import lint
+from tfperf.doctor.evidence import Evidence
 from tfperf.doctor.findings import Finding
 from tfperf.doctor.generator_sample import feature_names
 
@@ -35,10 +36,10 @@ def _nbytes(tensor: Any) -> int:
     return count * (dtype.size if dtype != tf.string else 8)  # strings: at least a pointer
 
 
-def rule_large_array(ctx: Any) -> list[Finding]:
+def rule_large_array(ctx: Evidence) -> list[Finding]:
     """from_tensor_slices over LARGE_ARRAY_BYTES or more: the arrays live in the graph (a
     copy beside the numpy ones, refused past 2 GiB), and the loop that built them runs at
-    every start. `ctx`: a rules.Evidence (not imported: rules.py imports this module)."""
+    every start."""
     found = array_constants(ctx.graph)
     if found is None:
         return []

@@ -4,16 +4,14 @@ graph only; rules.py runs it with the others."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from tfperf.doctor.evidence import Evidence
 from tfperf.doctor.findings import Finding
 from tfperf.doctor.rewrites_io import random_before_cache
 
 
-def rule_cache_after_random(ctx: Any) -> list[Finding]:
+def rule_cache_after_random(ctx: Evidence) -> list[Finding]:
     """A cache after a stage whose content is random (augmentation): a risk to the model's
-    accuracy, ranked first, with the reorder as the change (--fix tries it). `ctx`: a
-    rules.Evidence (not imported: rules.py imports this module)."""
+    accuracy, ranked first, with the reorder as the change (--fix tries it)."""
     found = random_before_cache(ctx.graph)
     if found is None:
         return []

@@ -1,0 +1,74 @@
+"""What the doctor's rules read: the `Evidence` (the graph and the measured rates) with the
+small cost model they share (a stage's share of the pipeline's time, the pipeline without
+it, the training speedup), the verdict (how input-bound the run is) and the host's cores.
+Nothing here measures: diagnose.py gathers the evidence.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from tfperf.doctor import lint
+from tfperf.doctor.findings import StageTiming
+
+HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
+MAX_PIPELINE_GAIN = 50.0  # a stage fix never promises more than this (measured ~50x at best)
+
+
+def verdict_for(fraction: float) -> str:
+    if fraction >= HIGHLY:
+        return "highly input-bound"
+    if fraction >= MODERATELY:
+        return "moderately input-bound"
+    return "not input-bound"
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass
+class Evidence:
+    """What the rules read: the graph and the measured rates (examples/s, medians over
+    repeats)."""
+
+    graph: lint.DatasetGraph
+    pipeline: float  # (a) the pipeline alone
+    compute: float  # (b) the compute limit
+    training: float  # (c) both together
+    input_bound_fraction: float  # of (c)
+    compute_batch: float  # examples per batch of (b)
+    stages: list[StageTiming]
+    variants: dict[str, float]
+    budget: int  # bytes a buffer or cache may hold
+    shuffle_bytes: dict[int, int]  # stage index -> bytes per buffered element
+    cache_candidate: tuple[lint.GraphStage, int, int] | None  # (last stage, elements, bytes)
+    nondeterministic_rate: float | None
+    cores: int = field(default_factory=cpu_count)
+
+    @property
+    def limit(self) -> float:
+        return max(1e-9, min(self.pipeline, self.compute))
+
+    def stage_cost(self, index: int) -> float:
+        for st in self.stages:
+            if st.index == index and st.us_per_example is not None:
+                return st.us_per_example * 1e-6
+        return 0.0
+
+    def share(self, index: int) -> float:
+        """Share of the pipeline's time spent in one stage."""
+        return min(1.0, self.stage_cost(index) * self.pipeline)
+
+    def pipeline_without(self, seconds_per_example: float) -> float:
+        """Pipeline examples/s once `seconds_per_example` of stage time is gone."""
+        p = self.pipeline
+        left = max(1.0 / p - seconds_per_example, 1.0 / (p * MAX_PIPELINE_GAIN))
+        return 1.0 / left
+
+    def speedup_pipeline(self, new_pipeline: float) -> float:
+        return min(new_pipeline, self.compute) / self.limit
+
+    def speedup_compute(self, new_compute: float) -> float:
+        return min(self.pipeline, new_compute) / self.limit

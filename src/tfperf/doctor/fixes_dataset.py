@@ -1,0 +1,169 @@
+"""`tfperf doctor --fix` on any tf.data.Dataset: the graph rewrites offered as candidates
+(rewrites.py, rewrites_io.py, vectorize.py), each tried on top of those kept (fix_trials.py)
+and kept only if it is measurably faster and one epoch still yields the same examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tfperf.doctor import lint
+from tfperf.doctor.bounded import bounded, ram_budget_bytes
+from tfperf.doctor.budget import FIX_CLOCK, Budget
+from tfperf.doctor.budget import fix_clock as _clocked
+from tfperf.doctor.findings import Diagnosis
+from tfperf.doctor.fix_trials import (
+    FixResult,
+    FixTrial,
+    Skipped,
+    Tick,
+    final_check,
+    run_trial,
+    trial_probe,
+    try_changes,
+)
+from tfperf.doctor.predicted import predict
+from tfperf.doctor.rewrites import (
+    batch_before_map,
+    cache_at,
+    same_examples,
+    set_deterministic,
+    to_float32,
+    with_options,
+)
+from tfperf.doctor.rewrites_io import CAP_SHUFFLE, cap_shuffles, io_candidates
+from tfperf.doctor.runfile import run_file_candidates
+from tfperf.doctor.vectorize import vectorize_maps
+
+Rewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
+
+
+def dataset_candidates(
+    graph: lint.DatasetGraph, ds: Any, diag: Diagnosis | None
+) -> list[tuple[str, Rewrite]]:
+    """(name, rewrite(current dataset, its graph) -> new dataset or None). Without a
+    diagnosis (`tfperf.apply_rewrites` replaying kept names) each is offered where it
+    applies: the cache after the deterministic prefix, the float32 cast on float64 outputs."""
+    # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
+    import tensorflow as tf
+
+    def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
+        return (batch_before_map(g, d) or (None,))[0]
+
+    def parallel(d: Any, g: lint.DatasetGraph) -> Any:
+        return with_options(d, map_parallelization=True, autotune=True)
+
+    def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
+        result = vectorize_maps(g, d)
+        notes = "; ".join(f"{label} stays per-example: {why}" for label, why in result.fallbacks)
+        if result.dataset is None and notes:
+            raise Skipped(notes)
+        if result.dataset is not None:
+            result.dataset.doctor_note = notes
+        return result.dataset
+
+    cands: list[tuple[str, Rewrite]] = [
+        # pfor's vectorized f first; moving f itself after batch is right only when f
+        # happens to take a batch, and is tried on what vectorizing left per-example.
+        ("vectorize per-example maps", vectorized),
+        ("batch before per-example map", batch_first),
+        ("map parallelization + autotune", parallel),
+        ("non-deterministic order", lambda d, g: set_deterministic(g, d, False)),
+        ("prefetch at the end", lambda d, g: d.prefetch(tf.data.AUTOTUNE)),
+    ]
+    # Graph edits: parallel reads, maps (py_function too) and batch; shuffle cap; cache move.
+    cands += io_candidates(graph)
+    cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
+    if cache is not None or diag is None:
+        idx = cache.stage_index if cache else None
+
+        def add_cache(d: Any, g: lint.DatasetGraph) -> Any:
+            if cache is None:  # where the rules put it: the end of the deterministic prefix
+                prefix = [s for s in lint.deterministic_prefix(g) if s.kind != "options"]
+                stage = prefix[-1] if prefix else None
+            else:
+                stage = next((s for s in g.stages if s.label == cache.stage), None)
+            stage = stage or (g.stages[idx] if idx is not None and idx < len(g.stages) else None)
+            return cache_at(g, d, stage) if stage is not None else None
+
+        cands.append(("cache the deterministic prefix", add_cache))
+    if lint.float64_outputs(graph):
+        cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
+        cands.append(("float32 outputs", cast))
+    return cands
+
+
+def fix_dataset(
+    cfg: Any,
+    diag: Diagnosis,
+    ds: Any,
+    *,
+    tick: Tick | None = None,
+    train_changes: bool = True,
+    budget: Budget | None = None,
+) -> FixResult:
+    """The rewrites of `ds` that measurably speed up training with `cfg`'s model, tried in
+    turn, then checked together against `ds`: the result's dataset is `ds` itself when
+    nothing helped. `train_changes` also tries the run file's train.* changes (precision)
+    on the rewritten pipeline. Writes nothing. `budget` bounds the time (none: unbounded).
+    A shuffle buffer or cache beyond the RAM budget is capped first (bounded.py)."""
+    if budget is not None and FIX_CLOCK.get() is None:
+        token = _clocked(budget, 8, cfg.doctor.repeats)  # about 8 candidates and precision
+        try:
+            return fix_dataset(cfg, diag, ds, tick=tick, train_changes=train_changes)
+        finally:
+            FIX_CLOCK.reset(token)
+    tick = tick or (lambda label: None)
+    d = cfg.doctor
+    # A shuffle buffer beyond the RAM budget is cut to it first, kept whatever the timing.
+    ds, caps = cap_shuffles(lint.read_graph(ds), ds, ram_budget_bytes(cfg))
+    capped = bounded(ds, lint.read_graph(ds), ram_budget_bytes(cfg))
+    ds = capped.dataset  # an in-memory cache beyond the budget is left out: it would fill
+    graph = lint.read_graph(ds)
+    batch = diag.batch_size
+    # The multiset check needs one finite pass without randomness; else it is skipped.
+    random = any(s.is_random for s in graph.stages)
+    checkable = lint.known_cardinality(ds) is not None and not random
+    best_ds, trials, changes = ds, [], []
+    cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE]  # done
+    for name, rewrite in cands:
+
+        def build(name: str = name, rewrite: Rewrite = rewrite, best: Any = best_ds) -> tuple:
+            cand = rewrite(best, lint.read_graph(best))
+            if cand is None:
+                raise Skipped("not applicable")
+            if checkable and not same_examples(ds, cand):
+                raise Skipped("changes the examples")
+            current = trial_probe("best so far", cfg, best, batch)
+            return cand, current, trial_probe(name, cfg, cand, batch)
+
+        better = run_trial(name, name, build, d, tick, trials)
+        if better is not None:
+            best_ds = better
+            changes.append(name)
+    # Precision is a run-file change that applies to any pipeline (the rewritten one here).
+    train_only = [
+        (name, ch)
+        for name, ch in run_file_candidates(cfg, diag)
+        if train_changes and all(k.startswith("train.") for k in ch)
+    ]
+    on_best = lambda c, n: trial_probe(n, c, best_ds, batch)  # noqa: E731
+    best_cfg, kept = try_changes(train_only, cfg, on_best, tick, trials)
+    predict(trials, diag)
+    optimized = None
+    if changes or kept:
+        optimized = lambda n: trial_probe(n, best_cfg, best_ds, batch)  # noqa: E731
+    original = lambda n: trial_probe(n, cfg, ds, batch)  # noqa: E731
+    outcome = final_check(original, optimized, d, tick, trials)
+    if not outcome.keep:
+        best_ds, changes, kept = ds, [], {}
+    for note in capped.notes:  # timed without it; the user's code keeps it (the finding)
+        trials.insert(0, FixTrial("cache over budget", note, None, False, "RAM budget"))
+    if caps:  # RAM safety, not speed: kept without a trial (the original cannot run)
+        sizes = "; ".join(str(c) for c in caps)
+        trials.insert(0, FixTrial(CAP_SHUFFLE, CAP_SHUFFLE, None, True, f"RAM budget: {sizes}"))
+        changes.insert(0, CAP_SHUFFLE)
+    return FixResult(
+        outcome.before, outcome.after, trials, [], kept, changes, best_ds, outcome.check
+    )

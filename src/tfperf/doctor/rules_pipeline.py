@@ -1,0 +1,306 @@
+"""The doctor's rules about the pipeline's stages: what each stage costs and the change that
+removes it (a Python function or generator, a per-example parse or map, a sequential map,
+files read one after another, no prefetch, no cache, a shuffle buffer over the RAM budget,
+float64 outputs, deterministic order). Each reads the `Evidence` and measures nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
+from tfperf.doctor import lint
+from tfperf.doctor.evidence import Evidence
+from tfperf.doctor.findings import Finding
+from tfperf.util.format import number
+
+MIN_STAGE_SHARE = 0.05  # a map costing less of the pipeline's time is not worth changing
+MIN_CACHE_SHARE = 0.25  # caching spends RAM: only for a prefix that dominates
+WORK_KINDS = ("map", "map_batch", "parse", "read", "flat_map", "interleave")
+# Share of a stage's cost each change removes: offline work removes it all; a batched map
+# pays its per-call overhead once per batch (~50x cheaper measured, 0.9 is conservative).
+REMOVED = {
+    "py_function": 1.0,
+    "from_generator": 1.0,
+    "per_example_parse": 0.95,
+    "per_example_map": 0.9,
+}
+
+
+def _stage_evidence(ctx: Evidence, st: lint.GraphStage) -> str:
+    cost = ctx.stage_cost(st.index)
+    share = cost * ctx.pipeline
+    timing = next((t for t in ctx.stages if t.index == st.index), None)
+    rate = timing.examples_per_s if timing else None
+    return (
+        f"pipeline up to {st.label}: {number(rate, missing='?')} ex/s; this stage adds "
+        f"{cost * 1e6:.1f} us per example (~{min(share, 1.0):.0%} of the pipeline's time; "
+        f"pipeline {number(ctx.pipeline)} ex/s, compute limit {number(ctx.compute)} ex/s)"
+    )
+
+
+def _stage_finding(
+    ctx: Evidence, st: lint.GraphStage, code: str, title: str, change: str, removed: float
+) -> Finding:
+    new_p = ctx.pipeline_without(removed * ctx.stage_cost(st.index))
+    gain = ctx.speedup_pipeline(new_p)
+    return Finding(
+        code,
+        title,
+        st.label,
+        _stage_evidence(ctx, st),
+        change,
+        f"pipeline ~{number(new_p)} ex/s; training ~{gain:.1f}x faster",
+        gain,
+        "input",
+        st.index,
+    )
+
+
+def _fixed_share(ctx: Evidence, st: lint.GraphStage) -> float:
+    """Share of a stage's cost that a more specific finding already removes."""
+    if st.is_generator:
+        return REMOVED["from_generator"]
+    if st.has_py_func:
+        return REMOVED["py_function"]
+    if st.has_parse and not st.batched:
+        return REMOVED["per_example_parse"]
+    if st.kind == "map" and not st.batched and _batch_after(ctx.graph, st):
+        return REMOVED["per_example_map"]
+    return 0.0
+
+
+def _batch_after(graph: lint.DatasetGraph, st: lint.GraphStage) -> bool:
+    return any(s.kind in ("batch", "map_batch") for s in graph.stages[st.index + 1 :])
+
+
+def _stage_rule(
+    code: str, title: str, change: str, applies: Callable[[Evidence, lint.GraphStage], bool]
+) -> Callable[[Evidence], list[Finding]]:
+    """A rule finding each stage that `applies`, expecting its fix to remove REMOVED[code]
+    of the stage's cost."""
+
+    def rule(ctx: Evidence) -> list[Finding]:
+        return [
+            _stage_finding(ctx, st, code, title, change, REMOVED[code])
+            for st in ctx.graph.stages
+            if applies(ctx, st)
+        ]
+
+    rule.__name__ = f"rule_{code}"
+    return rule
+
+
+rule_py_function = _stage_rule(
+    "py_function",
+    "Python function (py_function/numpy_function) in the pipeline",
+    "compute it once offline and store the result in TFRecords (offline preprocessing: "
+    "`tfperf convert`, the workload's offline_preprocess), or rewrite it with TensorFlow ops",
+    lambda ctx, st: st.has_py_func and not st.is_generator,
+)
+rule_from_generator = _stage_rule(
+    "from_generator",
+    "data fed from a Python generator (from_generator)",
+    "write the data to TFRecord shards (`tfperf convert`) or build it in the graph "
+    "(from_tensor_slices / tf ops); every element now takes a Python round trip under the GIL",
+    lambda ctx, st: st.is_generator,
+)
+rule_per_example_parse = _stage_rule(
+    "per_example_parse",
+    "Examples parsed one at a time before batch",
+    "batch first, then parse the whole batch with one tf.io.parse_example (run file: "
+    "pipeline.parse: batched)",
+    lambda ctx, st: (
+        st.has_parse and not st.batched and not st.has_py_func and _batch_after(ctx.graph, st)
+    ),
+)
+rule_per_example_map = _stage_rule(
+    "per_example_map",
+    "per-example map that could run on batches",
+    "move the map after batch() and write it for a batch (vectorized): the per-call "
+    "overhead (~20 us) is then paid once per batch",
+    lambda ctx, st: (
+        st.kind == "map"
+        and not st.batched
+        and not (st.has_parse or st.has_py_func or st.is_generator)
+        and _batch_after(ctx.graph, st)
+        and ctx.share(st.index) >= MIN_STAGE_SHARE
+    ),
+)
+
+
+def rule_sequential_map(ctx: Evidence) -> list[Finding]:
+    out = []
+    share = 1.0 - 1.0 / max(1, ctx.cores)
+    for st in ctx.graph.stages:
+        if (
+            st.kind in ("map", "map_batch", "parse")
+            and st.parallelism is None
+            and ctx.share(st.index) >= MIN_STAGE_SHARE
+        ):
+            left = 1.0 - _fixed_share(ctx, st)
+            f = _stage_finding(
+                ctx,
+                st,
+                "sequential_map",
+                "map without parallelism",
+                "pass num_parallel_calls=tf.data.AUTOTUNE (run file: "
+                "pipeline.preprocess_parallelism: auto)",
+                share * left,
+            )
+            f.evidence += f"; {ctx.cores} cores available"
+            out.append(f)
+    return out
+
+
+def rule_no_interleave(ctx: Evidence) -> list[Finding]:
+    out = []
+    for st in ctx.graph.stages:
+        sequential = st.kind in ("read", "flat_map") or (
+            st.kind == "interleave" and st.parallelism is None
+        )
+        if st.reads_files and sequential and (st.files or 0) > 1:
+            par = min(st.files or 1, ctx.cores)
+            f = _stage_finding(
+                ctx,
+                st,
+                "no_interleave",
+                f"{st.files} files read one after another",
+                "read several files at once: files.interleave(TFRecordDataset, "
+                "cycle_length=min(files, 16), num_parallel_calls=AUTOTUNE)",
+                1.0 - 1.0 / par,
+            )
+            out.append(f)
+    return out
+
+
+def rule_no_prefetch(ctx: Evidence) -> list[Finding]:
+    last = [s for s in ctx.graph.stages if s.kind != "options"][-1]
+    if last.kind == "prefetch":
+        return []
+    gain = ctx.limit / max(1e-9, ctx.training)
+    return [
+        Finding(
+            "no_prefetch",
+            "no prefetch at the end of the pipeline",
+            last.label,
+            f"training {number(ctx.training)} ex/s with input and compute taking "
+            f"turns; pipeline {number(ctx.pipeline)} ex/s, compute limit "
+            f"{number(ctx.compute)} ex/s",
+            "end the pipeline with .prefetch(tf.data.AUTOTUNE) (run file: pipeline.prefetch: auto)",
+            f"input overlaps the step: training ~{number(ctx.limit)} ex/s (~{gain:.1f}x)",
+            gain,
+            "input",
+            last.index,
+        )
+    ]
+
+
+def rule_shuffle_budget(ctx: Evidence) -> list[Finding]:
+    out = []
+    for st in ctx.graph.stages:
+        per = ctx.shuffle_bytes.get(st.index)
+        if st.kind != "shuffle" or per is None or not st.buffer_size or st.buffer_size < 0:
+            continue
+        plan = plan_shuffle_buffer(st.buffer_size, per, ctx.budget / 2**20)
+        if plan.granted >= plan.requested:
+            continue
+        out.append(
+            Finding(
+                "shuffle_over_budget",
+                "shuffle buffer larger than the RAM budget",
+                st.label,
+                f"{st.buffer_size:,} elements x {per:,} B (+{SHUFFLE_OVERHEAD_BYTES} B each) = "
+                f"{plan.requested_bytes / 2**20:,.1f} MiB; budget {ctx.budget / 2**20:,.1f} MiB "
+                "(pipeline.shuffle_ram_mb, at most half the free RAM)",
+                f"shuffle with a buffer of at most {plan.granted:,} elements, and shuffle the file "
+                "order so that a smaller buffer still mixes well",
+                "no swapping (records swapped to disk starve the model)",
+                None,
+                "risk",
+                st.index,
+            )
+        )
+    return out
+
+
+def rule_no_cache(ctx: Evidence) -> list[Finding]:
+    if ctx.cache_candidate is None or any(s.kind == "cache" for s in ctx.graph.stages):
+        return []
+    last, n, size = ctx.cache_candidate
+    prefix = [s for s in ctx.graph.stages if s.index <= last.index]
+    if size > ctx.budget or not any(s.kind in WORK_KINDS for s in prefix):
+        return []
+    # Count only what the stage's own, more specific fix would leave.
+    cost = sum(ctx.stage_cost(s.index) * (1.0 - _fixed_share(ctx, s)) for s in prefix)
+    if cost * ctx.pipeline < MIN_CACHE_SHARE:
+        return []
+    new_p = ctx.pipeline_without(cost)
+    gain = ctx.speedup_pipeline(new_p)
+    return [
+        Finding(
+            "no_cache",
+            "expensive deterministic work repeated every epoch",
+            last.label,
+            f"stages up to {last.label} are deterministic and cost {cost * 1e6:.1f} us per example "
+            f"(~{min(cost * ctx.pipeline, 1):.0%} of the pipeline); their {n:,} "
+            f"elements take ~{size / 2**20:,.1f} MiB (budget {ctx.budget / 2**20:,.0f} MiB)",
+            f"add .cache() after {last.label} (before any shuffle or random augmentation; run "
+            "file: pipeline.cache_preprocessed: true)",
+            f"epochs after the first: pipeline ~{number(new_p)} ex/s; training ~{gain:.1f}x faster",
+            gain,
+            "input",
+            last.index,
+        )
+    ]
+
+
+def rule_float64(ctx: Evidence) -> list[Finding]:
+    paths = lint.float64_outputs(ctx.graph)
+    if not paths:
+        return []
+    c32 = ctx.variants.get("float32 inputs")
+    gain = ctx.speedup_compute(c32) if c32 else None
+    measured = (
+        (f"; compute limit with float32 inputs {number(c32)} ex/s vs {number(ctx.compute)} ex/s")
+        if c32
+        else ""
+    )
+    return [
+        Finding(
+            "float64",
+            "float64 tensors leave the pipeline",
+            ctx.graph.output.label,
+            f"float64 outputs: {', '.join(paths)} (twice the bytes of float32 to copy to the "
+            f"device; the model casts them every step){measured}",
+            "cast to float32 inside the pipeline, in the batched map (the chess workload's "
+            "original used float64 throughout)",
+            "half the input bytes" + (f"; training ~{gain:.2f}x" if gain else ""),
+            gain,
+            "data",
+            ctx.graph.output.index,
+        )
+    ]
+
+
+def rule_deterministic(ctx: Evidence) -> list[Finding]:
+    stages = lint.deterministic_stages(ctx.graph)
+    if not stages:
+        return []
+    nd = ctx.nondeterministic_rate
+    gain = ctx.speedup_pipeline(nd) if nd else None
+    return [
+        Finding(
+            "deterministic",
+            "deterministic element order in training",
+            ", ".join(s.label for s in stages),
+            f"{len(stages)} parallel stage(s) keep input order; pipeline "
+            f"{number(ctx.pipeline)} ex/s, with deterministic=False {number(nd, missing='?')} ex/s",
+            "set options.deterministic = False for training (run file: pipeline.deterministic: "
+            "false): a slow element no longer holds back the ones behind it",
+            f"training ~{gain:.2f}x" if gain else "fewer stalls behind slow elements",
+            gain,
+            "input",
+            stages[0].index,
+        )
+    ]
