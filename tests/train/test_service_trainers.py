@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -71,11 +72,36 @@ def _epoch_cuts(a: list[int], b: list[int], n: int, epochs: int) -> list[tuple[i
     return cuts
 
 
-def _runfile(tmp_path: Path, address: str, steps: int) -> Path:
+# Under parameter_server the steps run in the cluster-server worker processes, where a
+# py_function of the coordinator cannot run: the ids are printed to a file by TensorFlow.
+PRINTED_IDS = """
+import os
+import keras
+import tensorflow as tf
+
+
+class PrintIds(keras.layers.Layer):
+    def call(self, x, ids):
+        where = "file://" + os.environ["IDS_LOG"]  # read when traced, on the coordinator
+        done = tf.print(ids, summarize=-1, output_stream=where)
+        with tf.control_dependencies([done]):
+            return tf.identity(x)
+
+
+def printed_ids():
+    x = keras.Input(shape=(4,), name="x")
+    i = keras.Input(shape=(), dtype="int64", name="id")
+    h = keras.layers.Dense(8, activation="relu", name="hidden")(PrintIds(name="ids")(x, i))
+    return keras.Model({"x": x, "id": i}, keras.layers.Dense(1, name="logit")(h))
+"""
+
+
+def _runfile(
+    tmp_path: Path, address: str, steps: int, model: str = "tinymodels:with_ids", **train
+) -> Path:
     data = trainkit.write_data(tmp_path / "data", n=N, shards=SHARDS)
-    rf = trainkit.write_runfile(
-        tmp_path, data, model="tinymodels:with_ids", max_steps=steps, steps_per_loop=1
-    )
+    rf = trainkit.write_runfile(tmp_path, data, model=model, max_steps=steps, **train)
+    (tmp_path / "psmodels.py").write_text(PRINTED_IDS)
     doc = yaml.safe_load(rf.read_text())
     doc["pipeline"]["batch_size"] = BATCH
     doc["pipeline"]["service"] = {
@@ -96,7 +122,7 @@ def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     logs = [tmp_path / "ids-0.txt", tmp_path / "ids-1.txt"]
     with service_cluster.service(tmp_path, workers=2) as address:
-        rf = _runfile(tmp_path, address, steps)
+        rf = _runfile(tmp_path, address, steps, steps_per_loop=1)
         procs = [_trainer(rf, i, cluster, logs[i]) for i in range(2)]
         try:
             results = [_finish(p) for p in procs]
@@ -119,3 +145,89 @@ def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path):
     # (0, N) every time: one trainer's next N ids alone are an epoch).
     assert any(min(share) > 0 for share in cuts), cuts
     print(f"final loss {first['final_loss']:.3f}; each epoch's ids split as {cuts}")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
+def test_parameter_server_workers_split_one_job(tmp_path):
+    """A coordinator, a ps and 2 worker tasks (`tfperf cluster-server`): each worker task
+    builds its dataset inside a function (the coordinator's per-worker dataset), both on
+    one job of the service."""
+    epochs = 4
+    steps = epochs * N // BATCH  # each step: one batch on one of the worker tasks
+    log = tmp_path / "ids.txt"
+    jobs = (("ps", 0), ("worker", 0), ("worker", 1))
+    cluster: dict[str, list[str]] = {"chief": [f"127.0.0.1:{trainkit.free_port()}"]}
+    for job, _ in jobs:
+        cluster.setdefault(job, []).append(f"127.0.0.1:{trainkit.free_port()}")
+    cfile = tmp_path / "cluster.yaml"
+    cfile.write_text(yaml.safe_dump(cluster))
+    servers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tfperf.cli.main", "cluster-server", "--job", job]
+            + ["--index", str(i), "--cluster", str(cfile)],
+            env=_env(),
+            stderr=(tmp_path / f"{job}-{i}.txt").open("w"),
+        )
+        for job, i in jobs
+    ]
+    try:
+        with service_cluster.service(tmp_path, workers=2) as address:
+            rf = _runfile(tmp_path, address, steps, "psmodels:printed_ids", steps_per_loop=4)
+            args = ["--set", "train.strategy=parameter_server", "--set", f"train.cluster={cfile}"]
+            cmd = [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress"]
+
+            def train(*more: str) -> subprocess.CompletedProcess:
+                env = _env(IDS_LOG=str(log))
+                run = [*cmd, "--json", *args, *more]
+                return subprocess.run(run, env=env, capture_output=True, text=True, timeout=400)
+
+            # Without a job_name each worker task would read all the data (parameter_server
+            # gives each its own input context, 1 of 1): refused before connecting.
+            unnamed = train("--set", "pipeline.service.job_name=null")
+            proc = train()
+    finally:
+        for s in servers:  # only the processes started here, by their own handles
+            s.kill()
+            s.wait(timeout=60)
+    assert unnamed.returncode == 2 and "Traceback" not in unnamed.stderr, unnamed.stderr[-3000:]
+    said = " ".join(unnamed.stderr.split())
+    assert "2 parameter_server worker tasks" in said and "set pipeline.service.job_name" in said
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    assert out["strategy"] == "parameter_server" and out["steps"] == steps
+    assert math.isfinite(out["final_loss"]) and out["final_loss"] < 0.5, out
+    # The ids of every step (the zeros of the model's first call on zeros left out): each
+    # example about once per epoch. Both tasks read ahead of their steps, so the last
+    # epochs are cut anywhere: within one of `epochs`, never half of them unread.
+    batches = [[int(i) for i in line.strip("[] \n").split()] for line in log.open()]
+    ids = Counter(i for b in batches if any(b) for i in b)
+    assert sum(ids.values()) == steps * BATCH
+    assert set(ids) == set(range(1, N + 1)), sorted(set(range(1, N + 1)) - set(ids))[:10]
+    print(
+        f"final loss {out['final_loss']:.3f}; reads per id {sorted(Counter(ids.values()).items())}"
+    )
+    assert epochs - 2 <= min(ids.values()) and max(ids.values()) <= epochs + 2, ids
+
+
+def test_multi_worker_without_job_name_is_refused_before_connecting(tmp_path):
+    """Checked from TF_CONFIG before the cluster starts: the other worker never comes, and
+    no dispatcher is needed to know that two workers would each read everything."""
+    cluster = {"worker": [f"127.0.0.1:{trainkit.free_port()}" for _ in range(2)]}
+    rf = _runfile(tmp_path, f"127.0.0.1:{service_cluster.free_port()}", 8)
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    proc = trainkit.tfperf(
+        "train",
+        str(rf),
+        "--set",
+        "pipeline.service.job_name=null",
+        env={"TF_CONFIG": tf_config},
+        check=False,
+        timeout=120,  # without the check: waits for the other worker, for ever
+    )
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "2 multi_worker tasks (TF_CONFIG) read the tf.data service" in said
+    assert "set pipeline.service.job_name" in said

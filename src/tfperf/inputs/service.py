@@ -11,7 +11,8 @@ dispatcher walks it again each epoch) and records are shuffled on each worker, a
 split: a worker's shuffle of the file list would take every file for itself. In training
 each epoch is one iteration of the job, repeated here (not on the workers), so that the
 examples each epoch delivered can be counted (epoch_count.py): the service delivers at most
-once when a worker dies.
+once when a worker dies. Several trainer tasks (multi_worker, parameter_server) share one job
+by pipeline.service.job_name instead of sharding by their input context.
 """
 
 from __future__ import annotations
@@ -102,12 +103,19 @@ def service_applies(cfg: RunConfig, stop_after: str | None) -> bool:
 def check_sharing(svc: ServiceConfig, input_context: Any, training: bool) -> None:
     """Several trainer processes must share one job: without job_name each would read it all."""
     pipelines = getattr(input_context, "num_input_pipelines", 1)
-    if training and pipelines > 1 and not svc.job_name:
+    if training:
+        require_job_name(svc, pipelines, "trainer processes")
+
+
+def require_job_name(svc: ServiceConfig, readers: int, what: str) -> None:
+    """A ServiceError when `readers` (> 1) trainer tasks (`what`) would read the service
+    without a shared pipeline.service.job_name."""
+    if svc.on and readers > 1 and not svc.job_name:
         raise ServiceError(
-            f"pipeline.service.job_name: {pipelines} trainer processes read the tf.data "
-            "service and the service replaces their per-worker sharding, so they must share "
-            "one job: set pipeline.service.job_name to a name unique to this training run "
-            "(without it each process would read the whole dataset)"
+            f"pipeline.service.job_name: {readers} {what} read the tf.data service and the "
+            "service replaces their per-worker sharding, so they must share one job: set "
+            "pipeline.service.job_name to a name unique to this training run (without it each "
+            "process would read the whole dataset)"
         )
 
 
@@ -130,11 +138,17 @@ def distributed_options(
 
 def _refuse_python(ds: Any, cfg: RunConfig) -> None:
     """A pipeline that calls Python cannot run on the workers: they get its graph only."""
+    import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
     from tensorflow.python.data.ops.options import ExternalStatePolicy
 
-    raw = ds._as_serialized_graph(external_state_policy=ExternalStatePolicy.IGNORE).numpy()
-    graph = graph_pb2.GraphDef.FromString(raw)
+    if tf.executing_eagerly():
+        raw = ds._as_serialized_graph(external_state_policy=ExternalStatePolicy.IGNORE)
+        graph = graph_pb2.GraphDef.FromString(raw.numpy())
+    else:
+        # Built inside a function (parameter_server: each worker's dataset function): the
+        # graph being traced holds the pipeline's ops and its functions.
+        graph = tf.compat.v1.get_default_graph().as_graph_def()
     ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
     python = sorted(ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless"})
     if python:

@@ -162,6 +162,7 @@ def make_strategy(cfg: Any) -> StrategyInfo:
         return StrategyInfo(strategy, kind, strategy.num_replicas_in_sync)
     if kind in ("multi_worker", "parameter_server"):
         _warn_if_unbound(cfg)
+        _check_shared_job(cfg, kind)
     if kind == "multi_worker":
         conf = tf_config()
         if conf is None:
@@ -178,6 +179,24 @@ def make_strategy(cfg: Any) -> StrategyInfo:
     if kind == "parameter_server":
         return _parameter_server(cfg)
     raise UserError(f"train.strategy: expected auto or one of {list(KINDS)}, found '{kind}'")
+
+
+def _check_shared_job(cfg: Any, kind: str) -> None:
+    """Before any cluster connection: the tasks that read the input (multi_worker's workers,
+    parameter_server's worker tasks) must share one tf.data service job. parameter_server
+    gives each worker task an input context of its own (1 of 1), so the check in the
+    dataset function cannot see that there are several."""
+    from tfperf.inputs.service import require_job_name
+
+    if kind == "multi_worker":
+        conf = tf_config()
+        cluster = validate_cluster(conf["cluster"], "TF_CONFIG") if conf else {}
+        readers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+        what = "multi_worker tasks (TF_CONFIG)"
+    else:
+        cluster, origin = _ps_cluster(cfg)
+        readers, what = len(cluster.get("worker", [])), f"parameter_server worker tasks ({origin})"
+    require_job_name(cfg.pipeline.service, readers, what)
 
 
 def _ps_cluster(cfg: Any) -> tuple[dict[str, list[str]], str]:
@@ -297,7 +316,10 @@ def distribute_input(
         return info.strategy.distribute_datasets_from_function(dataset_fn, options=options)
     if info.coordinator is not None:
         # Each worker builds its own pipeline (the function runs on the workers), through
-        # distribute_datasets_from_function so that it gets its input context.
+        # distribute_datasets_from_function so that it gets its input context. Not converted
+        # by AutoGraph (nothing in it needs to be): AutoGraph would wrap a UserError raised
+        # while the pipeline is built (e.g. pipeline.service's checks) in a StagingError.
+        @tf.autograph.experimental.do_not_convert
         def per_worker() -> Any:
             return info.strategy.distribute_datasets_from_function(dataset_fn)
 
