@@ -188,6 +188,8 @@ def _check_shared_job(cfg: Any, kind: str) -> None:
     dataset function cannot see that there are several."""
     from tfperf.inputs.service import require_job_name
 
+    if not cfg.pipeline.service.on:
+        return
     if kind == "multi_worker":
         conf = tf_config()
         cluster = validate_cluster(conf["cluster"], "TF_CONFIG") if conf else {}
