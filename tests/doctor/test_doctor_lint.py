@@ -197,26 +197,7 @@ def test_dataset_argument_replaces_the_run_file_pipeline():
 
 
 # ---- what a resume loses: an iterator TensorFlow cannot save -----------------------------------
-def _rule_evidence(ds):
-    from tfperf.doctor.evidence import Evidence
-
-    return Evidence(
-        graph=lint.read_graph(ds),
-        pipeline=1.0,
-        compute=1.0,
-        training=1.0,
-        input_bound_fraction=0.0,
-        compute_batch=1.0,
-        stages=[],
-        variants={},
-        budget=2**20,
-        shuffle_bytes={},
-        cache_candidate=None,
-        nondeterministic_rate=None,
-    )
-
-
-def test_iterator_that_cannot_be_checkpointed_is_a_finding(records):
+def test_iterator_that_cannot_be_checkpointed_is_a_finding(records, evidence):
     from tfperf.doctor.rules_model import rule_input_not_checkpointable
 
     diag = diagnose(run_cfg("from_generator", data_dir=records))
@@ -228,9 +209,9 @@ def test_iterator_that_cannot_be_checkpointed_is_a_finding(records):
     assert f.kind == "resume" and f.expected_speedup is None
     # Stateful randomness too; seeded stateless randomness and TF ops are saved.
     noisy = tf.data.Dataset.range(8).map(lambda x: tf.random.uniform([]) + tf.cast(x, tf.float32))
-    (found,) = rule_input_not_checkpointable(_rule_evidence(noisy))
+    (found,) = rule_input_not_checkpointable(evidence(noisy))
     assert "RandomUniform is stateful" in found.evidence and found.stage.startswith("map#")
     seeded = tf.data.Dataset.range(8).map(
         lambda x: tf.random.stateless_uniform([], seed=[1, 2]) + tf.cast(x, tf.float32)
     )
-    assert rule_input_not_checkpointable(_rule_evidence(seeded.shuffle(4).batch(2))) == []
+    assert rule_input_not_checkpointable(evidence(seeded.shuffle(4).batch(2))) == []

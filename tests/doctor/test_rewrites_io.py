@@ -27,18 +27,6 @@ from tfperf.measure import same_examples
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-@pytest.fixture
-def record_files(tmp_path):
-    files = []
-    for f in range(4):
-        path = str(tmp_path / f"part-{f}.tfrecord")
-        with tf.io.TFRecordWriter(path) as w:
-            for i in range(25):
-                w.write(f"file{f}-record{i}".encode())
-        files.append(path)
-    return files
-
-
 def _stage(ds, kind):
     return next(s for s in lint.read_graph(ds).stages if s.kind == kind)
 

@@ -11,35 +11,32 @@ import math
 import pytest
 
 
-def _evidence(pipeline: float, compute: float, training: float, waiting: float):
+def _rates(pipeline: float, compute: float, training: float, waiting: float) -> dict:
+    """The Evidence fields of these rates (examples/s; `waiting`: input-bound fraction)."""
+    return {
+        "pipeline": pipeline,
+        "compute": compute,
+        "training": training,
+        "input_bound_fraction": waiting,
+        "compute_batch": 8.0,
+        "cores": 2,
+    }
+
+
+def _dataset():
     import tensorflow as tf
 
-    from tfperf.doctor import lint
-    from tfperf.doctor.evidence import Evidence
-
     ds = tf.data.Dataset.range(64).map(lambda x: x * 2, num_parallel_calls=2).batch(8)
-    return Evidence(
-        graph=lint.read_graph(ds.prefetch(2)),
-        pipeline=pipeline,
-        compute=compute,
-        training=training,
-        input_bound_fraction=waiting,
-        compute_batch=8.0,
-        stages=[],
-        variants={},
-        budget=2**20,
-        shuffle_bytes={},
-        cache_candidate=None,
-        nondeterministic_rate=None,
-        cores=2,
-    )
+    return ds.prefetch(2)
 
 
-def test_input_and_model_fighting_for_the_cores_get_a_worker_estimate():
+def test_input_and_model_fighting_for_the_cores_get_a_worker_estimate(evidence):
     from tfperf.doctor.rules import run_rules
 
     # Chess-like on 2 cores: 300 ex/s of input alone, 700 of model alone, 200 together.
-    found = {f.code: f for f in run_rules(_evidence(300.0, 700.0, 200.0, 0.45))}
+    found = {
+        f.code: f for f in run_rules(evidence(_dataset(), **_rates(300.0, 700.0, 200.0, 0.45)))
+    }
     f = found["scale_out"]
     workers = math.ceil(700 / 300)
     assert "more CPU than this host has" in f.title and f.kind == "input"
@@ -56,20 +53,20 @@ def test_input_and_model_fighting_for_the_cores_get_a_worker_estimate():
         (300.0, 700.0, 290.0, 0.40),  # input-bound, but not by sharing the cores
     ],
 )
-def test_no_service_where_the_input_fits_beside_the_model(rates):
+def test_no_service_where_the_input_fits_beside_the_model(rates, evidence):
     from tfperf.doctor.rules import run_rules
 
-    assert "scale_out" not in {f.code for f in run_rules(_evidence(*rates))}
+    assert "scale_out" not in {f.code for f in run_rules(evidence(_dataset(), **_rates(*rates)))}
 
 
-def test_the_service_comes_after_every_fix_of_this_hosts_pipeline():
+def test_the_service_comes_after_every_fix_of_this_hosts_pipeline(evidence):
     import tensorflow as tf
 
     from tfperf.doctor import lint
     from tfperf.doctor.rules import run_rules
 
     # float64 batches (a fix on this host) while input and model share the cores.
-    ev = _evidence(300.0, 700.0, 200.0, 0.45)
+    ev = evidence(_dataset(), **_rates(300.0, 700.0, 200.0, 0.45))
     wide = tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float64) * 0.5).batch(8)
     ev.graph = lint.read_graph(wide.prefetch(2))
     codes = [f.code for f in run_rules(ev) if f.kind != "risk"]

@@ -32,10 +32,6 @@ GUARD_BYTES = 3 * 2**30  # the guarded doctor process is killed beyond this RSS
 GUARD_SECONDS = 150  # doctor budget (90 s) plus TensorFlow's start-up, with slack
 # Cases today's doctor gets wrong: what it says instead (measured; see the report).
 TODAY_WRONG = {
-    "shuffle_after_batch": "the doctor says nothing: no rule sees that batch().shuffle() "
-    "shuffles whole batches (missing code shuffle_after_batch)",
-    "repeat_before_shuffle": "the doctor says nothing: no rule sees that repeat().shuffle() "
-    "mixes epochs (missing code repeat_before_shuffle)",
     "image_decode": "the doctor says per_example_map: vectorize a JPEG read+decode+resize, "
     "which pfor cannot convert (no DecodeJpeg/ReadFile converter); expected sequential_map",
 }

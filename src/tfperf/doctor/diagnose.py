@@ -23,6 +23,7 @@ from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
 from tfperf.doctor.rules import run_rules
 from tfperf.doctor.target import build_target, compute_probe, dataset_probe, train_probe
+from tfperf.doctor.user_source import user_source
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
 from tfperf.train.precision import supported_policies
@@ -345,6 +346,7 @@ def diagnose(
             if "deterministic=False" not in measured or "deterministic=False" in errors
             else measured["deterministic=False"].examples_per_s.median
         ),
+        source=user_source(cfg) if dataset is None else None,  # file:line for the findings
     )
     findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
     if verdict == "not input-bound":

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from tfperf.doctor import lint
 from tfperf.doctor.findings import StageTiming
+from tfperf.doctor.user_source import UserSource
 
 HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
 MAX_PIPELINE_GAIN = 50.0  # a stage fix never promises more than this (measured ~50x at best)
@@ -46,6 +47,7 @@ class Evidence:
     cache_candidate: tuple[lint.GraphStage, int, int] | None  # (last stage, elements, bytes)
     nondeterministic_rate: float | None
     cores: int = field(default_factory=cpu_count)
+    source: UserSource | None = None  # the user's data.pipeline function, for file:line
 
     @property
     def limit(self) -> float:

@@ -2,19 +2,17 @@
 RUNFILE.optimized.py, a `make_dataset(**kwargs)` that calls the user's function and applies
 the kept rewrites through `tfperf.apply_rewrites`, and RUNFILE.optimized.yaml, the original
 run file pointing data.pipeline at it; plus each kept rewrite as an edit of the user's own
-code (file and line, read with `inspect`). Nothing is timed here."""
+code (file and line: user_source.py). Nothing is timed here."""
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 from typing import Any
 
 from tfperf.doctor.runfile import write_run_file
-from tfperf.errors import UserError
+from tfperf.doctor.user_source import user_source
 from tfperf.util.files import write_text_atomic
-from tfperf.util.imports import load_object
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
 
@@ -98,17 +96,10 @@ def code_edits(cfg: Any, kept: list[str]) -> list[str]:
     function (the function's own lines when `inspect` finds its source)."""
     if not kept:
         return []
-    try:
-        fn = load_object(cfg.data.pipeline, field="data.pipeline", search_dir=_home(cfg))
-        lines, start = inspect.getsourcelines(fn)
-        where = inspect.getsourcefile(fn) or "?"
-    except (UserError, TypeError, OSError):
+    src = user_source(cfg)
+    if src is None:
         return [f"{name}: {_EDITS[_edit_kind(name)]}" for name in kept]
-    return [_edit(name, where, lines, start) for name in kept]
-
-
-def _home(cfg: Any) -> str | None:
-    return str(Path(cfg.source).parent) if cfg.source else None
+    return [_edit(name, src.file, src.lines, src.start) for name in kept]
 
 
 # What each kind of rewrite means in tf.data code.

@@ -1,8 +1,9 @@
 """The doctor's judgement: every rule run on the `Evidence` (evidence.py) and the findings
 ranked. The rules live by subject: rules_pipeline.py (the stages' costs), rules_model.py
 (batch, precision, resume, scale out), rules_cache.py (a cache after a random augmentation),
-rules_arrays.py (large arrays in the graph). Ranking: RAM risks first, then by expected
-speedup, ties broken by PRIORITY.
+rules_arrays.py (large arrays in the graph), rules_order.py (shuffle and repeat in the wrong
+order). Ranking: RAM risks first, then a wrong stage order, then by expected speedup, ties
+broken by PRIORITY.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from tfperf.doctor.rules_model import (
     rule_precision,
     rule_scale_out,
     rule_small_batch,
+)
+from tfperf.doctor.rules_order import (
+    ORDER_CODES,
+    rule_repeat_before_shuffle,
+    rule_shuffle_after_batch,
 )
 from tfperf.doctor.rules_pipeline import (
     rule_deterministic,
@@ -35,6 +41,8 @@ from tfperf.doctor.rules_pipeline import (
 PRIORITY = (
     "shuffle_over_budget",
     "cache_after_random",
+    "shuffle_after_batch",
+    "repeat_before_shuffle",
     "from_generator",
     "py_function",
     "per_example_parse",
@@ -54,6 +62,8 @@ PRIORITY = (
 
 RULES = (
     rule_cache_after_random,
+    rule_shuffle_after_batch,
+    rule_repeat_before_shuffle,
     rule_scale_out,
     rule_input_not_checkpointable,
     rule_shuffle_budget,
@@ -87,7 +97,12 @@ def run_rules(ctx: Evidence) -> list[Finding]:
         # More hosts are the last resort: after every change that makes this host's input
         # cheaper, whatever gain each promises.
         last_resort = f.code == "scale_out"
+        # A wrong stage order changes what the model learns from: it comes right after the
+        # RAM risks (which can stop the run) and before any speed advice, since a faster
+        # pipeline that feeds the same batches every epoch is still wrong, and moving the
+        # shuffle changes what its buffer holds, so speed is better judged after the move.
+        wrong_order = f.code in ORDER_CODES
         gain = -(f.expected_speedup or 0.0)
-        return (f.kind != "risk", later, last_resort, gain, order.get(f.code, 99))
+        return (f.kind != "risk", not wrong_order, later, last_resort, gain, order.get(f.code, 99))
 
     return sorted(found, key=key)

@@ -1,0 +1,50 @@
+"""Fixtures of the doctor's tests: `evidence`, what the rules read, built on a real dataset's
+graph with neutral rates that each test overrides; `record_files`, four small TFRecord
+files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def evidence():
+    """evidence(ds, **fields): the rules' Evidence for `ds`'s graph; every rate 1 ex/s, not
+    input-bound, nothing measured per stage, a 1 MiB budget, unless `fields` say otherwise."""
+    from tfperf.doctor import lint
+    from tfperf.doctor.evidence import Evidence
+
+    def make(ds: Any, **fields: Any) -> Evidence:
+        neutral: dict[str, Any] = {
+            "pipeline": 1.0,
+            "compute": 1.0,
+            "training": 1.0,
+            "input_bound_fraction": 0.0,
+            "compute_batch": 1.0,
+            "stages": [],
+            "variants": {},
+            "budget": 2**20,
+            "shuffle_bytes": {},
+            "cache_candidate": None,
+            "nondeterministic_rate": None,
+        }
+        return Evidence(graph=lint.read_graph(ds), **{**neutral, **fields})
+
+    return make
+
+
+@pytest.fixture
+def record_files(tmp_path):
+    """Four TFRecord files of 25 records each ('file<f>-record<i>'), in tmp_path."""
+    import tensorflow as tf
+
+    files = []
+    for f in range(4):
+        path = str(tmp_path / f"part-{f}.tfrecord")
+        with tf.io.TFRecordWriter(path) as w:
+            for i in range(25):
+                w.write(f"file{f}-record{i}".encode())
+        files.append(path)
+    return files
