@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _IMAGE_DECODERS = ("DecodePng", "DecodeJpeg", "DecodeImage", "DecodeBmp", "DecodeGif")
+# Ops that take one element only (a scalar file name or encoded image): no batched form.
+_PER_ELEMENT_OPS = frozenset({*_IMAGE_DECODERS, "DecodeAndCropJpeg", "DecodeWav", "ReadFile"})
 _PYTHON_OPS = {
     "PyFunc": "numpy_function",
     "PyFuncStateless": "numpy_function",
@@ -20,7 +22,13 @@ _PYTHON_OPS = {
 
 
 class Refused(Exception):
-    """A map that cannot be vectorized; the message says why, for a user."""
+    """A map that cannot be vectorized; the message says why, for a user. `per_element`:
+    it uses an op TensorFlow has only for one element (a file read, an image decode), so
+    no hand-written batched version exists either (the map can only run in parallel)."""
+
+    def __init__(self, why: str, per_element: bool = False):
+        super().__init__(why)
+        self.per_element = per_element
 
 
 @dataclass
@@ -54,8 +62,42 @@ def library_of(graph_def: Any, name: str) -> Any:
     return lib
 
 
+# pfor's trace of a function costs up to seconds and is asked for twice (the doctor's rules:
+# does the map convert? --fix: the vectorized map): each is traced once per process.
+_TRACED: dict[tuple[Any, ...], Vectorized | Refused] = {}
+_MAX_TRACED = 256  # a long-lived process (tfperf.optimize in a loop) starts over past this
+
+
 def vectorize_function(g: Any, nodes: dict[str, Any], node: Any, lead: int) -> Vectorized:
-    """The map `node`'s function vectorized over a batch of `lead` (-1: unknown) elements."""
+    """The map `node`'s function vectorized over a batch of `lead` (-1: unknown) elements;
+    Refused says why it cannot be. Both are remembered per function (see _TRACED)."""
+    key = _trace_key(nodes, node, lead)
+    hit = _TRACED.get(key)
+    if hit is None:
+        try:
+            hit = _vectorize(g, nodes, node, lead)
+        except Refused as why:
+            hit = why
+        if len(_TRACED) >= _MAX_TRACED:
+            _TRACED.clear()
+        _TRACED[key] = hit
+    if isinstance(hit, Refused):
+        raise Refused(str(hit), hit.per_element)
+    return hit
+
+
+def _trace_key(nodes: dict[str, Any], node: Any, lead: int) -> tuple[Any, ...]:
+    """What a trace depends on: the function (a traced function's name is unique in the
+    process), the batch dimension, the captured inputs' and outputs' types and the shapes
+    declared by the map's input dataset."""
+    src = nodes.get(node.input[0].split(":")[0])
+    shapes = src.attr["output_shapes"].SerializeToString() if src is not None else b""
+    attrs = (node.attr["Targuments"], node.attr["output_types"])
+    return (node.attr["f"].func.name, lead, *(a.SerializeToString() for a in attrs), shapes)
+
+
+def _vectorize(g: Any, nodes: dict[str, Any], node: Any, lead: int) -> Vectorized:
+    """vectorize_function without the memory: loads the function and traces it under pfor."""
     import tensorflow as tf
     from tensorflow.python.saved_model import function_deserialization
 
@@ -94,7 +136,7 @@ def vectorize_function(g: Any, nodes: dict[str, Any], node: Any, lead: int) -> V
         with _quiet():
             cf = traced.get_concrete_function()
     except Exception as exc:  # noqa: BLE001 - pfor raises ValueError, or an op's own error
-        raise Refused(_pfor_reason(exc)) from None
+        raise _pfor_refusal(exc) from None
     outs = [t.dtype.as_datatype_enum for t in cf.outputs]
     if outs != list(node.attr["output_types"].list.type):
         raise Refused("its vectorized outputs differ in type from the per-example ones")
@@ -286,11 +328,11 @@ _WHY = {
 }
 
 
-def _pfor_reason(exc: Exception) -> str:
+def _pfor_refusal(exc: Exception) -> Refused:
     found = re.search(r"No pfor vectorization defined for (\w+)", str(exc))
     if found:
-        return _reason(found.group(1))
+        return Refused(_reason(found.group(1)), found.group(1) in _PER_ELEMENT_OPS)
     if "SerializeSparse" in str(exc):
-        return _reason("SerializeSparse")
+        return Refused(_reason("SerializeSparse"))
     first = (str(exc).splitlines() or [""])[0][:160]
-    return f"TensorFlow's vectorizer (pfor) failed on it: {type(exc).__name__}: {first}"
+    return Refused(f"TensorFlow's vectorizer (pfor) failed on it: {type(exc).__name__}: {first}")

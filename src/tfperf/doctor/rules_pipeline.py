@@ -12,6 +12,8 @@ from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 from tfperf.doctor import lint
 from tfperf.doctor.evidence import Evidence
 from tfperf.doctor.findings import Finding
+from tfperf.doctor.pfor_fn import Refused
+from tfperf.doctor.vectorize import refusal
 from tfperf.util.format import number
 
 MIN_STAGE_SHARE = 0.05  # a map costing less of the pipeline's time is not worth changing
@@ -65,13 +67,32 @@ def _fixed_share(ctx: Evidence, st: lint.GraphStage) -> float:
         return REMOVED["py_function"]
     if st.has_parse and not st.batched:
         return REMOVED["per_example_parse"]
-    if st.kind == "map" and not st.batched and _batch_after(ctx.graph, st):
+    if _per_example_map(ctx, st) and _per_element(ctx, st) is None:
         return REMOVED["per_example_map"]
     return 0.0
 
 
 def _batch_after(graph: lint.DatasetGraph, st: lint.GraphStage) -> bool:
     return any(s.kind in ("batch", "map_batch") for s in graph.stages[st.index + 1 :])
+
+
+def _per_example_map(ctx: Evidence, st: lint.GraphStage) -> bool:
+    return st.kind == "map" and not st.batched and _batch_after(ctx.graph, st)
+
+
+def _per_element(ctx: Evidence, st: lint.GraphStage) -> Refused | None:
+    """Why the per-example map `st` can never run on whole batches, when it uses an op
+    TensorFlow has for one element only (a file read, an image decode): neither pfor nor a
+    hand-written batched version can, so it can only run in parallel. None otherwise (a map
+    pfor refuses for other reasons, e.g. text split into ragged pieces, can still be
+    written for a batch by hand). The same pfor trace as --fix's vectorize (traced once)."""
+    if not _per_example_map(ctx, st):
+        return None
+    try:
+        why = refusal(ctx.graph, st)
+    except Exception:  # noqa: BLE001 - a function pfor cannot even load: judged as before
+        return None
+    return why if why is not None and why.per_element else None
 
 
 def _stage_rule(
@@ -120,11 +141,12 @@ rule_per_example_map = _stage_rule(
     "move the map after batch() and write it for a batch (vectorized): the per-call "
     "overhead (~20 us) is then paid once per batch",
     lambda ctx, st: (
-        st.kind == "map"
-        and not st.batched
+        _per_example_map(ctx, st)
         and not (st.has_parse or st.has_py_func or st.is_generator)
-        and _batch_after(ctx.graph, st)
         and ctx.share(st.index) >= MIN_STAGE_SHARE
+        # Not for a file read or image decode (no batched op): parallel instead (last: the
+        # pfor trace is the costly check).
+        and _per_element(ctx, st) is None
     ),
 )
 
@@ -149,6 +171,8 @@ def rule_sequential_map(ctx: Evidence) -> list[Finding]:
                 share * left,
             )
             f.evidence += f"; {ctx.cores} cores available"
+            why = None if st.has_py_func else _per_element(ctx, st)
+            f.evidence += f"; it cannot run on whole batches: {why}" if why else ""
             out.append(f)
     return out
 

@@ -82,6 +82,29 @@ def vectorize_maps(graph: lint.DatasetGraph, ds: Any) -> VectorizeResult:
     return result
 
 
+def refusal(graph: lint.DatasetGraph, stage: lint.GraphStage) -> Refused | None:
+    """Why vectorize_maps would leave the per-example map `stage` per-example (None: it
+    would vectorize it, or `stage` is in no chain of maps right before a batch). The same
+    traces as vectorize_maps, from the batch backwards: pfor_fn remembers them."""
+    for batch, chain in _chains(graph):
+        maps = [st for st in chain if st.kind == "map"]
+        if not any(st.name == stage.name for st in maps):
+            continue
+        nodes = {n.name: n for n in graph.graph_def.node}
+        lead = _lead(nodes, nodes[batch.name], batch)
+        for st in reversed(maps):
+            try:
+                vectorize_function(graph.graph_def, nodes, nodes[st.name], lead)
+            except Refused as why:
+                if st.name == stage.name:
+                    return why
+                later = f"it comes before {st.label}, which stays per-example: {why}"
+                return Refused(later, why.per_element)
+            if st.name == stage.name:
+                return None
+    return None
+
+
 def _chains(graph: lint.DatasetGraph) -> list[tuple[lint.GraphStage, list[lint.GraphStage]]]:
     """(batch, the stages from the first per-example map right before it), for each batch
     that has some: maps, and stages a map commutes with (shuffle, prefetch, options)."""
