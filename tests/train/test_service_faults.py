@@ -23,6 +23,9 @@ import servicekit  # noqa: E402
 
 N, SHARDS, BATCH = 512, 16, 8
 EPOCH_STEPS = N // BATCH
+# The kill test's epoch is far larger than what the workers and the client buffer (a few
+# dozen batches), so a worker killed early always holds unserved examples of that epoch.
+BIG_N, BIG_SHARDS = 2048, 32
 pytestmark = pytest.mark.slow  # a service of several processes and a trainer process
 
 
@@ -55,8 +58,17 @@ def _finish(proc, timeout: float = 600) -> tuple[dict, str]:
     return json.loads(out), err
 
 
-def _train(tmp_path: Path, steps: int, mode: str, address: str, log: Path):
-    data = trainkit.write_data(tmp_path / "data", n=N, shards=SHARDS)
+def _train(
+    tmp_path: Path,
+    steps: int,
+    mode: str,
+    address: str,
+    log: Path,
+    n: int = N,
+    shards: int = SHARDS,
+    pause_while: Path | None = None,
+):
+    data = trainkit.write_data(tmp_path / "data", n=n, shards=shards)
     rf = trainkit.write_runfile(
         tmp_path,
         data,
@@ -65,7 +77,7 @@ def _train(tmp_path: Path, steps: int, mode: str, address: str, log: Path):
         checkpoint={"every_steps": 16},
     )
     args = ["--json", "--max-steps", str(steps), *_with_service(mode, address)]
-    return rf, args, trainkit.start_train(rf, log, *args)
+    return rf, args, trainkit.start_train(rf, log, *args, pause_while=pause_while)
 
 
 def _worker(procs, tmp_path: Path, dispatcher, port: int):
@@ -82,22 +94,26 @@ def _kill_and_restart(procs, tmp_path: Path, dispatcher, worker, port: int):
 
 
 def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(tmp_path):
-    log = tmp_path / "ids.txt"
-    steps = 4 * EPOCH_STEPS
+    log, held = tmp_path / "ids.txt", tmp_path / "hold"
+    steps = 2 * BIG_N // BATCH
     ports = [servicekit.free_port(), servicekit.free_port()]
+    held.touch()  # slow steps until the worker is killed and back, then full speed
     with servicekit.processes() as procs:
         dispatcher = servicekit.start(procs, tmp_path, "dispatcher", "--port", 0)
         workers = [_worker(procs, tmp_path, dispatcher, p) for p in ports]
-        _, _, train = _train(tmp_path, steps, "distributed_epoch", dispatcher.address, log)
-        _wait_steps(log, EPOCH_STEPS // 2, train)
+        address = dispatcher.address
+        big = {"n": BIG_N, "shards": BIG_SHARDS, "pause_while": held}
+        _, _, train = _train(tmp_path, steps, "distributed_epoch", address, log, **big)
+        _wait_steps(log, 16, train)
         _kill_and_restart(procs, tmp_path, dispatcher, workers[0], ports[0])  # mid-epoch
+        held.unlink()
         result, err = _finish(train)
 
     assert result["steps"] == steps  # training went on
     svc = result["service"]
     lost = [e for e in svc["epochs"] if e["lost"]]
     assert svc["mode"] == "distributed_epoch" and svc["lost"] > 0 and lost, svc
-    assert all(e["received"] + e["lost"] == N for e in svc["epochs"]), svc
+    assert all(e["received"] + e["lost"] == BIG_N for e in svc["epochs"]), svc
     assert f"{lost[0]['lost']} lost" in err and "at most once" in err
     _assert_input_tags(Path(result["log_dir"]) / "train")
     # The counts against what the model trained on: the stream cut into the epochs' sizes,
@@ -110,7 +126,7 @@ def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(t
         if len(chunk) < epoch["received"]:
             break  # counted on receipt, trained later
         assert len(set(chunk)) == len(chunk), f"an id twice in epoch {epoch['epoch']}"
-        assert len(set(range(1, N + 1)) - set(chunk)) == epoch["lost"], epoch
+        assert len(set(range(1, BIG_N + 1)) - set(chunk)) == epoch["lost"], epoch
 
 
 def _assert_input_tags(logs: Path) -> None:
@@ -131,12 +147,14 @@ def _connected(pid: int, port: int) -> bool:
 
 
 def test_parallel_epochs_loses_nothing_and_an_added_worker_serves(tmp_path):
-    log, steps = tmp_path / "ids.txt", 3 * EPOCH_STEPS
+    log, steps, held = tmp_path / "ids.txt", 3 * EPOCH_STEPS, tmp_path / "hold"
     ports = [servicekit.free_port(), servicekit.free_port()]
+    held.touch()  # slow steps until the faults are done, then full speed
     with servicekit.processes() as procs:
         dispatcher = servicekit.start(procs, tmp_path, "dispatcher", "--port", 0)
         first = _worker(procs, tmp_path, dispatcher, ports[0])
-        _, _, train = _train(tmp_path, steps, "parallel_epochs", dispatcher.address, log)
+        address = dispatcher.address
+        _, _, train = _train(tmp_path, steps, "parallel_epochs", address, log, pause_while=held)
         _wait_steps(log, 10, train)
         _worker(procs, tmp_path, dispatcher, ports[1])  # added mid-run
         deadline = time.monotonic() + 120
@@ -145,6 +163,7 @@ def test_parallel_epochs_loses_nothing_and_an_added_worker_serves(tmp_path):
             time.sleep(0.5)
         served_at = len(_trained_ids(log))
         _kill_and_restart(procs, tmp_path, dispatcher, first, ports[0])
+        held.unlink()
         result, err = _finish(train)
 
     assert served_at < steps and result["steps"] == steps, (served_at, result["steps"])
@@ -187,7 +206,7 @@ def test_a_killed_trainer_resumes_from_its_checkpoint(tmp_path):
         _wait_steps(log, 40, train)  # past the checkpoint at step 32
         train.send_signal(signal.SIGKILL)
         train.wait(timeout=60)
-        again = trainkit.start_train(rf, log, *args)
+        again = trainkit.start_train(rf, log, *args, pause=0)  # nothing left to act on
         result, err = _finish(again)
 
     assert result["start_step"] >= 32 and result["steps"] == steps, result
