@@ -17,6 +17,11 @@ SETTINGS = {
     "deblur": (8, 40, 1e-3),
     "distance_maps": (16, 60, 3e-3),
 }
+# Smaller images than the defaults: data generation, conversion and each step stay short.
+OPTIONS = {
+    "deblur": {"image_height": 48, "image_width": 64, "patch": 32, "filters": 16, "blocks": 1},
+    "distance_maps": {"image_size": 32},
+}
 
 
 class LossLog(Hook):
@@ -33,6 +38,7 @@ def test_loss_decreases_on_each_workload(name, tmp_path):
     cfg = config_from_dict(
         {
             "workload": name,
+            "workload_options": OPTIONS.get(name, {}),
             "data": {"dir": str(tmp_path / "data"), "examples": batch * 20, "eval_examples": batch},
             "pipeline": {"batch_size": batch, "shuffle_buffer": 256, "seed": 0},
             "model": {"learning_rate": lr},
