@@ -2,7 +2,9 @@
 folder (and the evaluator its .best.tmp-PID): the next `train` (holding train.out_dir) or
 `evaluate --watch` (only when no live process holds it) removes ours and nothing else. A
 full disk is one error naming the path and the free space, exit 2, nothing partial left.
-Real processes; the full disk is a real tmpfs (skipped where mounting is not permitted)."""
+The watcher beside a live trainer runs as its own process (this process plays the trainer
+and a live evaluator); the rest through the command line in this process. The full disk is
+a real tmpfs (skipped where mounting is not permitted)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import trainkit
 
 from tfperf.util.lock import folder_lock
 
-pytestmark = pytest.mark.slow  # real training and evaluating processes
+pytestmark = pytest.mark.slow  # real training and evaluating
 
 EVAL = ("--set", "data.eval_split=train")
 
@@ -60,17 +62,17 @@ KEPT = {"live_best", "not_ours", "user_file"}
 
 def test_train_removes_stale_temporaries_of_dead_writers_only(tmp_path):
     rf = _run(tmp_path)
-    trainkit.tfperf("train", str(rf), "--no-progress")
+    trainkit.tfperf_here("train", str(rf), "--no-progress")
     run = tmp_path / "run"
     made = _leftovers(run, run / "checkpoints", _dead_pid())
-    proc = trainkit.tfperf("train", str(rf), "--no-progress", "--max-steps", "8")
+    proc = trainkit.tfperf_here("train", str(rf), "--no-progress", "--max-steps", "8")
     assert {n for n, p in made.items() if p.exists()} == KEPT
     assert f"removed {made['tf_temp']}" in proc.stderr.replace("\n", "")
 
 
 def test_watch_leaves_checkpoint_temps_to_a_live_trainer(tmp_path):
     rf = _run(tmp_path)
-    trainkit.tfperf("train", str(rf), "--no-progress")
+    trainkit.tfperf_here("train", str(rf), "--no-progress")
     run = tmp_path / "run"
     made = _leftovers(run, run / "checkpoints", _dead_pid())
     args = ("evaluate", str(rf), "--watch", "--poll", "0.1", "--timeout", "60", *EVAL)
@@ -101,7 +103,7 @@ def test_full_disk_on_save_is_one_error_naming_path_and_free_space(tmp_path, tmp
     rf = _run(tmp_path)
     ckpts = tmpfs("run/checkpoints", "64k")
     _fill(ckpts, 8192)
-    proc = trainkit.tfperf("train", str(rf), "--no-progress", check=False)
+    proc = trainkit.tfperf_here("train", str(rf), "--no-progress", check=False)
     assert proc.returncode == 2, proc.stderr
     err = _one_error(proc.stderr)
     assert f"the disk holding {ckpts} is full" in err and "KiB free" in err
@@ -111,10 +113,10 @@ def test_full_disk_on_save_is_one_error_naming_path_and_free_space(tmp_path, tmp
 def test_full_disk_in_the_evaluator_is_one_error(tmp_path, tmpfs):
     rf = _run(tmp_path)
     run = tmpfs("run", "2m")
-    trainkit.tfperf("train", str(rf), "--no-progress")
+    trainkit.tfperf_here("train", str(rf), "--no-progress")
     _fill(run, 4096)
     args = ("evaluate", str(rf), "--watch", "--poll", "0.1", "--timeout", "60", *EVAL)
-    proc = trainkit.tfperf(*args, check=False)
+    proc = trainkit.tfperf_here(*args, check=False)
     assert proc.returncode == 2, proc.stderr
     assert f"the disk holding {run} is full" in _one_error(proc.stderr)
     assert not [p for p in run.iterdir() if p.name.startswith(".best")]  # no partial best/

@@ -83,7 +83,11 @@ def _log_ids(ids):
     if any(ids):
         with open(os.environ["IDS_LOG"], "a") as f:
             f.write(" ".join(str(i) for i in ids) + "\\n")
-        time.sleep(float(os.environ.get("IDS_PAUSE", "0")))
+        # IDS_PAUSE_WHILE names a file: the pause lasts only while it exists (the test
+        # removes it once it has acted, and the rest of the run goes at full speed).
+        held = os.environ.get("IDS_PAUSE_WHILE")
+        if held is None or os.path.exists(held):
+            time.sleep(float(os.environ.get("IDS_PAUSE", "0")))
     return 0
 
 
@@ -186,10 +190,34 @@ def tfperf(
     return proc
 
 
-def start_train(runfile: Path, ids_log: Path, *args: str) -> subprocess.Popen:
+def tfperf_here(*args: object, check: bool = True) -> subprocess.CompletedProcess:
+    """`tfperf ARGS...` through its command-line app in this process (no TensorFlow start-up
+    per command; for tests not about the process), as `tfperf` returns it; an exception the
+    app does not turn into an exit is raised."""
+    from typer.testing import CliRunner
+
+    from tfperf.cli.main import app
+
+    argv = [str(a) for a in args]
+    res = CliRunner().invoke(app, argv)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    proc = subprocess.CompletedProcess(argv, res.exit_code, res.stdout, res.stderr)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"tfperf {' '.join(argv)} -> {proc.returncode}\n{proc.stderr}")
+    return proc
+
+
+def start_train(
+    runfile: Path, ids_log: Path, *args: str, pause: float = 0.1, pause_while: Path | None = None
+) -> subprocess.Popen:
     """A real `tfperf train` in the background, logging the example ids it trains on to
-    `ids_log` and pausing 0.1 s per step (the with_ids model), so a test can act mid-run."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(ids_log), "IDS_PAUSE": "0.1"}
+    `ids_log` and pausing `pause` s per step (the with_ids model), so a test can act mid-run;
+    with `pause_while`, only while that file exists."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(ids_log)}
+    env["IDS_PAUSE"] = str(pause)
+    if pause_while is not None:
+        env["IDS_PAUSE_WHILE"] = str(pause_while)
     return subprocess.Popen(
         [sys.executable, "-m", "tfperf.cli.main", "train", str(runfile), "--no-progress", *args],
         env=env,
