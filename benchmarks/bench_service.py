@@ -113,7 +113,7 @@ def doctor_estimate(pipeline: float, compute: float, training: float, waiting: f
     args = {f.name: values.get(f.name) for f in fields if f.default_factory is missing}
     findings = rule_scale_out(Evidence(**args))
     if not findings:
-        return "none: no scale_out finding (it needs input-bound training below 80% of the limit)"
+        return "none: no scale_out finding (the input keeps up with the model on this host)"
     m = re.search(r"on (\d+) tf\.data service worker", findings[0].change)
     return f"{m[1] if m else '?'} worker(s) ({findings[0].evidence})"
 

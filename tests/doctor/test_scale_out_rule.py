@@ -50,13 +50,26 @@ def test_input_and_model_fighting_for_the_cores_get_a_worker_estimate(evidence):
     "rates",
     [
         (1500.0, 700.0, 690.0, 0.01),  # the input fits: training at the compute limit
-        (300.0, 700.0, 290.0, 0.40),  # input-bound, but not by sharing the cores
+        (1500.0, 700.0, 650.0, 0.04),  # barely waiting: the model is the limit
     ],
 )
 def test_no_service_where_the_input_fits_beside_the_model(rates, evidence):
     from tfperf.doctor.rules import run_rules
 
     assert "scale_out" not in {f.code for f in run_rules(evidence(_dataset(), **_rates(*rates)))}
+
+
+def test_a_pipeline_slower_than_the_model_on_every_core_gets_a_worker_estimate(evidence):
+    from tfperf.doctor.rules import run_rules
+
+    # Input-bound, not by sharing the cores: the pipeline alone (300) is below the model (700).
+    found = {
+        f.code: f for f in run_rules(evidence(_dataset(), **_rates(300.0, 700.0, 290.0, 0.40)))
+    }
+    f = found["scale_out"]
+    assert "cannot feed the model" in f.evidence
+    assert "3 worker(s) feed the compute limit" in f.evidence
+    assert f.expected_speedup == pytest.approx(700 / 290)
 
 
 def test_the_service_comes_after_every_fix_of_this_hosts_pipeline(evidence):

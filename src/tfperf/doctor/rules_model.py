@@ -108,11 +108,19 @@ def rule_scale_out(ctx: Evidence) -> list[Finding]:
     service workers (other hosts) frees these cores for the model. Workers needed: the
     compute limit over what one worker gives (the pipeline alone on a host like this one)."""
     both = ctx.training / ctx.limit
-    if ctx.input_bound_fraction < MODERATELY or both >= CPU_SHARED:
+    # Either input and model slow each other down on shared cores, or the pipeline alone,
+    # on every core, is slower than the model: both need cores this host does not have.
+    input_short = ctx.pipeline < ctx.compute
+    if ctx.input_bound_fraction < MODERATELY or (both >= CPU_SHARED and not input_short):
         return []
     per_worker = max(1e-9, ctx.pipeline)
     workers = max(1, math.ceil(ctx.compute / per_worker))
     gain = min(workers * per_worker, ctx.compute) / max(1e-9, ctx.training)
+    why = (
+        f"on {ctx.cores} cores they slow each other down ({both:.0%} of the slower one)"
+        if both < CPU_SHARED
+        else f"the pipeline alone, on all {ctx.cores} cores, cannot feed the model"
+    )
     return [
         Finding(
             "scale_out",
@@ -120,9 +128,9 @@ def rule_scale_out(ctx: Evidence) -> list[Finding]:
             None,
             f"training {number(ctx.training)} ex/s ({ctx.input_bound_fraction:.0%} waiting for "
             f"input) while the pipeline alone gives {number(ctx.pipeline)} ex/s and the model "
-            f"alone {number(ctx.compute)} ex/s: on {ctx.cores} cores they slow each other down "
-            f"({both:.0%} of the slower one); a tf.data service worker on a host like this "
-            f"gives ~{number(per_worker)} ex/s, so {workers} worker(s) feed the compute limit",
+            f"alone {number(ctx.compute)} ex/s: {why}; a tf.data service worker on a host like "
+            f"this gives ~{number(per_worker)} ex/s, so {workers} worker(s) feed the compute "
+            "limit",
             f"run the pipeline on {workers} tf.data service worker(s): pipeline.service: "
             "{address: grpc://DISPATCHER:5050, mode: distributed_epoch} in the run file (or "
             "--set pipeline.service.address=grpc://DISPATCHER:5050 --set "
