@@ -201,6 +201,17 @@ def wide_clean(batch_size: int = 128):
     return ds.cache().repeat().prefetch(AUTO)
 
 
+def tuned_clean(batch_size: int = 128):
+    """Already tuned: in memory, parallel non-deterministic batch, cached, prefetched with
+    AUTOTUNE. No rewrite of --fix applies, so whether one helps is never up to the noise."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(batch_size * 2, WIDE)).astype("float32")
+    y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    ds = ds.batch(batch_size, drop_remainder=True, num_parallel_calls=AUTO, deterministic=False)
+    return ds.cache().repeat().prefetch(AUTO)
+
+
 # ---- models ----------------------------------------------------------------------------
 def tiny_model():
     import keras
@@ -243,37 +254,44 @@ def fixable(batch_size: int = 32):
     return _slices().map(lambda x, y: (poly(x), y)).batch(batch_size)
 
 
-def mlp_model():
-    """Small enough per example that a batch of 2 leaves the device mostly idle."""
-    import keras
-
-    inputs = keras.Input((DIM,))
-    h = keras.layers.Dense(256, activation="relu")(inputs)
-    h = keras.layers.Dense(256, activation="relu")(h)
-    return keras.Model(inputs, keras.layers.Dense(1)(h), name="mlp")
-
-
-def float32_slow_model():
-    """Sleeps 20 ms per step when built under float32 only: the precision what-if then
-    measures another policy faster on any CPU (the finding follows measurement)."""
+def _nap_layer(seconds: float):
+    """A Keras layer that sleeps `seconds` per call, i.e. per train step, whatever the batch
+    (a fixed per-step cost that leaves the CPU to the rest of the machine)."""
     import time
 
     import keras
 
-    slow = keras.config.dtype_policy().name == "float32"
-
     class Nap(keras.layers.Layer):
         def call(self, x):
             def nap(t):
-                time.sleep(0.02)
+                time.sleep(seconds)
                 return t
 
             y = tf.py_function(nap, [x], x.dtype)
             y.set_shape(x.shape)
             return y
 
+    return Nap()
+
+
+def step_cost_model():
+    """10 ms per step whatever the batch: at a batch of 2 the fixed per-step cost sets the
+    pace, 4x the batch is ~4x the examples/s, and the input's own per-step cost (a dequeue,
+    tens of microseconds even on a busy machine) stays far below 5% of a step."""
+    import keras
+
+    inputs = keras.Input((DIM,))
+    h = _nap_layer(0.01)(keras.layers.Dense(64, activation="relu")(inputs))
+    return keras.Model(inputs, keras.layers.Dense(1)(h), name="step_cost")
+
+
+def float32_slow_model():
+    """Sleeps 20 ms per step when built under float32 only: the precision what-if then
+    measures another policy faster on any CPU (the finding follows measurement)."""
+    import keras
+
     inputs = keras.Input((WIDE,))
     h = keras.layers.Dense(64, activation="relu")(inputs)
-    if slow:
-        h = Nap()(h)
+    if keras.config.dtype_policy().name == "float32":
+        h = _nap_layer(0.02)(h)
     return keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(h), name="f32slow")

@@ -140,8 +140,10 @@ def test_slow_pipeline_named_first(pipeline, code, extra, records):
 
 
 # The compute-side findings: a well-fed model that a bigger batch or another precision helps.
+# Each model's step has a fixed cost (a sleep), so the other core's load cannot make the
+# cheap input look like the limit.
 COMPUTE_CASES = [
-    ("small_batch", "clean", "mlp_model", 2, ["batch"]),
+    ("small_batch", "clean", "step_cost_model", 2, ["batch"]),
     ("precision", "wide_clean", "float32_slow_model", 64, ["precision"]),
 ]
 

@@ -52,7 +52,14 @@ def dataset_candidates(
         return (batch_before_map(g, d) or (None,))[0]
 
     def parallel(d: Any, g: lint.DatasetGraph) -> Any:
-        return with_options(d, map_parallelization=True, autotune=True)
+        return None if _options_already_on(d, g) else with_options(d, **_OPTIONS)
+
+    def nondeterministic(d: Any, g: lint.DatasetGraph) -> Any:
+        # No parallel stage keeps its order: the rewrite would change nothing.
+        return set_deterministic(g, d, False) if lint.deterministic_stages(g) else None
+
+    def prefetch(d: Any, g: lint.DatasetGraph) -> Any:
+        return None if _ends_in_autotuned_prefetch(g) else d.prefetch(tf.data.AUTOTUNE)
 
     def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
         result = vectorize_maps(g, d)
@@ -69,8 +76,8 @@ def dataset_candidates(
         ("vectorize per-example maps", vectorized),
         ("batch before per-example map", batch_first),
         ("map parallelization + autotune", parallel),
-        ("non-deterministic order", lambda d, g: set_deterministic(g, d, False)),
-        ("prefetch at the end", lambda d, g: d.prefetch(tf.data.AUTOTUNE)),
+        ("non-deterministic order", nondeterministic),
+        ("prefetch at the end", prefetch),
     ]
     # Graph edits: parallel reads, maps (py_function too) and batch; shuffle cap; cache move.
     cands += io_candidates(graph)
@@ -92,6 +99,25 @@ def dataset_candidates(
         cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
         cands.append(("float32 outputs", cast))
     return cands
+
+
+# A candidate that would change nothing is not applicable: timing a no-op lets the noise
+# decide, and takes a trial's share of the budget.
+_OPTIONS = {"map_parallelization": True, "autotune": True}
+
+
+def _options_already_on(ds: Any, graph: lint.DatasetGraph) -> bool:
+    """Map parallelization has no sequential map to act on (or is on) and autotune is on."""
+    opts = ds.options()
+    idle = opts.experimental_optimization.map_parallelization or not any(
+        s.op == "MapDataset" for s in graph.stages
+    )
+    return bool(idle) and opts.autotune.enabled is not False
+
+
+def _ends_in_autotuned_prefetch(graph: lint.DatasetGraph) -> bool:
+    last = [s for s in graph.stages if s.kind != "options"][-1:]
+    return bool(last) and last[0].kind == "prefetch" and last[0].buffer_size == lint.AUTOTUNE
 
 
 def fix_dataset(
