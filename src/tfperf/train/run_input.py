@@ -50,13 +50,18 @@ def dataset_fn(cfg: RunConfig, counter: EpochCounter | None = None) -> Any:
     `counter` counts each distributed_epoch epoch's examples from the tf.data service."""
 
     def fn(input_context: Any) -> Any:
-        return make_input_dataset(
+        ds = make_input_dataset(
             cfg,
             training=True,
             input_context=input_context,
             batch_size=cfg.pipeline.batch_size,
             epoch_counter=counter,
         )
+        # A user's function often returns one epoch (as for model.fit): training repeats
+        # it, as tfperf's own pipeline repeats, unless pipeline.repeat is false (a repeat
+        # of an endless dataset changes nothing; its cardinality is unknown inside a
+        # parameter_server function, so it is not asked).
+        return ds.repeat() if cfg.data.pipeline and cfg.pipeline.repeat else ds
 
     return fn
 

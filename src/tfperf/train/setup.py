@@ -152,10 +152,20 @@ def build_train_parts(
 def run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) -> dict[str, float]:
     """One call of the train function (scheduled on a worker under parameter_server);
     returns Python floats, loss and wait_s among them (which waits for the result)."""
-    if info.coordinator is not None:
-        out = train_step(iterator, n, coordinator=info.coordinator).fetch()
-    else:
-        out = train_step(iterator, n)
+    import tensorflow as tf
+
+    try:
+        if info.coordinator is not None:
+            out = train_step(iterator, n, coordinator=info.coordinator).fetch()
+        else:
+            out = train_step(iterator, n)
+    except tf.errors.OutOfRangeError:
+        raise UserError(
+            f"training: the input ran out at step {int(train_step.step_var.numpy())}, before "
+            "train.max_steps: the pipeline returns finitely many batches and pipeline.repeat is "
+            "false (training repeats the input unless it is); set pipeline.repeat: true or a "
+            "lower train.max_steps. Checkpoints already written are kept"
+        ) from None
     return {k: float(v) for k, v in out.items()}
 
 
