@@ -1,7 +1,7 @@
 """`tfperf train --evaluator`: the evaluator's settings are checked before training starts
 (no eval split, an unknown eval.metric: exit 2, nothing trained); an evaluator that dies is
 reported at once and makes the trainer exit non-zero at the end; the summary shows the
-evaluator's last result."""
+evaluator's last result, which it wrote (eval summaries, its log) from its own process."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -53,20 +54,26 @@ def _train(runfile, *args: str, env: dict[str, str] | None = None) -> subprocess
     )
 
 
-@pytest.mark.slow  # a trainer and its evaluator process
-def test_summary_shows_the_evaluators_last_result(runfile):
-    proc = _train(runfile, "--no-progress", "--set", "data.eval_split=train")
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    line = next(ln for ln in (out + err).splitlines() if "evaluator" in ln and "step 8:" in ln)
+@pytest.mark.slow  # a trainer (this process) and its evaluator process
+def test_summary_shows_the_evaluators_last_result(runfile, cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    res = cli("train", runfile, "--evaluator", "--no-progress", "--set", "data.eval_split=train")
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if "evaluator" in ln and "step 8:" in ln)
     assert "loss=" in line
+    run = Path(runfile).parent / "run"
+    assert json.loads((run / "checkpoints" / "FINAL").read_text())["step"] == 8
+    # The evaluator ran in its own process and wrote eval summaries for the last checkpoint.
+    assert list((run / "logs" / "eval").glob("events.out.tfevents.*"))
+    assert "evaluated" in (run / "logs" / "evaluator.log").read_text()
 
 
 @pytest.mark.slow  # a trainer and its evaluator process
 def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path):
     env = {"IDS_LOG": str(tmp_path / "ids.txt"), "IDS_PAUSE": "0.1"}
     sets = ["--set", "data.eval_split=train", "--set", "model.name=tinymodels:with_ids"]
-    proc = _train(runfile, "--json", "--max-steps", "120", *sets, env=env)
+    # 60 steps of 0.1 s: seconds of training left after the evaluator is found and killed.
+    proc = _train(runfile, "--json", "--max-steps", "60", *sets, env=env)
     trainer = psutil.Process(proc.pid)
     deadline = time.monotonic() + 120
     child = None
@@ -80,7 +87,7 @@ def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     result = json.loads(out)
-    assert result["steps"] == 120  # training itself went on to its end
+    assert result["steps"] == 60  # training itself went on to its end
     assert result["evaluator"]["failed"] and result["evaluator"]["exit_code"] == -9
     assert "evaluator: exited with status -9 at training step" in err
     assert "--evaluator: the evaluator failed (exit status -9)" in err
