@@ -2,7 +2,8 @@
 `train` resumes from the newest intact one and moves the damaged one aside, `evaluate`
 evaluates the newest intact one, `evaluate --watch` falls back to it; each names the
 damaged checkpoint on stderr. Nothing readable at all is a named error and a non-zero exit.
-All through real `tfperf` processes on a real run's checkpoints."""
+All through the `tfperf` command line (its app, in this process: the test is about
+messages and exit codes, not the process) on a real run's checkpoints."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import trainkit
 
-pytestmark = pytest.mark.slow  # real training and evaluating processes
+pytestmark = pytest.mark.slow  # real training and evaluating
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def trained(tmp_path_factory) -> Path:
     rf = trainkit.write_runfile(
         root, data, max_steps=6, steps_per_loop=1, checkpoint={"every_steps": 2, "keep": 5}
     )
-    trainkit.tfperf("train", str(rf), "--no-progress")
+    trainkit.tfperf_here("train", str(rf), "--no-progress")
     return root
 
 
@@ -62,7 +63,7 @@ def _copy(trained: Path, tmp_path: Path, damage: str, steps=(6,)) -> tuple[Path,
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_resume_falls_back_to_the_newest_intact_checkpoint(trained, tmp_path, damage):
     rf, ckpt_dir = _copy(trained, tmp_path, damage)
-    proc = trainkit.tfperf("train", str(rf), "--no-progress", "--max-steps", "8", "--json")
+    proc = trainkit.tfperf_here("train", str(rf), "--no-progress", "--max-steps", "8", "--json")
     err = proc.stderr.replace("\n", "")
     assert f"checkpoint {ckpt_dir}/ckpt-6 is damaged" in err
     assert "shard(s)" not in err and "Traceback" not in err  # the data is not blamed
@@ -77,7 +78,7 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint(trained, tmp_path, da
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_evaluate_once_evaluates_the_newest_intact_checkpoint(trained, tmp_path, damage):
     rf, ckpt_dir = _copy(trained, tmp_path, damage)
-    proc = trainkit.tfperf("evaluate", str(rf), "--set", "data.eval_split=train", "--json")
+    proc = trainkit.tfperf_here("evaluate", str(rf), "--set", "data.eval_split=train", "--json")
     assert json.loads(proc.stdout)["step"] == 4
     assert f"checkpoint {ckpt_dir}/ckpt-6 is damaged" in proc.stderr.replace("\n", "")
     assert "Traceback" not in proc.stderr
@@ -87,7 +88,7 @@ def test_evaluate_once_evaluates_the_newest_intact_checkpoint(trained, tmp_path,
 def test_watch_falls_back_past_a_damaged_final_checkpoint(trained, tmp_path, damage):
     rf, ckpt_dir = _copy(trained, tmp_path, damage)
     args = ("evaluate", str(rf), "--watch", "--poll", "0.1", "--set", "data.eval_split=train")
-    proc = trainkit.tfperf(*args, "--json", "--timeout", "120")
+    proc = trainkit.tfperf_here(*args, "--json", "--timeout", "120")
     assert [r["step"] for r in json.loads(proc.stdout)] == [4]
     err = proc.stderr.replace("\n", "")
     assert f"giving up on {ckpt_dir}/ckpt-6" in err and "falling back" in err
@@ -96,12 +97,14 @@ def test_watch_falls_back_past_a_damaged_final_checkpoint(trained, tmp_path, dam
 def test_nothing_readable_is_a_named_error_and_a_failed_exit(trained, tmp_path):
     rf, ckpt_dir = _copy(trained, tmp_path, "flipped", steps=(2, 4, 6))
     base = ("evaluate", str(rf), "--set", "data.eval_split=train")
-    watch = trainkit.tfperf(*base, "--watch", "--poll", "0.1", "--timeout", "120", check=False)
+    watch = trainkit.tfperf_here(*base, "--watch", "--poll", "0.1", "--timeout", "120", check=False)
     assert watch.returncode == 2, watch.stderr
     assert "evaluated nothing" in watch.stderr and "Traceback" not in watch.stderr
-    once = trainkit.tfperf(*base, check=False)
+    once = trainkit.tfperf_here(*base, check=False)
     assert once.returncode == 2 and "all 3 checkpoints are damaged" in once.stderr
-    resume = trainkit.tfperf("train", str(rf), "--no-progress", "--max-steps", "8", check=False)
+    resume = trainkit.tfperf_here(
+        "train", str(rf), "--no-progress", "--max-steps", "8", check=False
+    )
     assert resume.returncode == 2, resume.stderr
     err = resume.stderr.replace("\n", "")
     assert "resuming: all 3 checkpoints are damaged" in err and f"move {ckpt_dir} away" in err
