@@ -16,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import pytest
+import trainkit
 
 from tfperf.config import load_config
 from tfperf.errors import UserError
@@ -373,28 +374,13 @@ def test_cli_once_json_and_watch_all(run):
     saver = Saver(cfg)
     saver.save(10, 0.5)
     saver.final(20, saver.save(20, 1.0))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    base = [sys.executable, "-m", "tfperf.cli.main", "evaluate", str(run)]
-    once = subprocess.run(
-        [*base, "--checkpoint", str(saver.dir / "ckpt-10"), "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert once.returncode == 0, once.stderr
+    base = ("evaluate", run)  # the command line in this process: no TensorFlow start-up
+    once = trainkit.tfperf_here(*base, "--checkpoint", saver.dir / "ckpt-10", "--json")
     got = json.loads(once.stdout)
     assert got["step"] == 10
     assert got["metrics"]["mae"] == pytest.approx(_expected(0.5)["mae"], rel=1e-5)
     assert not (run.parent / "out" / "eval_results.jsonl").exists()  # one-shot writes nothing
-    watched = subprocess.run(
-        [*base, "--watch", "--all", "--poll", "0.1", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert watched.returncode == 0, watched.stderr
+    watched = trainkit.tfperf_here(*base, "--watch", "--all", "--poll", "0.1", "--json")
     assert [r["step"] for r in json.loads(watched.stdout)] == [10, 20]
 
 
@@ -413,7 +399,6 @@ def test_cli_user_errors_exit_2_without_traceback(run, tmp_path):
 
 def test_real_training_with_the_evaluator(run):
     """`tfperf train --evaluator`: the child follows the loop's checkpoints to FINAL."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     sets = []
     for item in (
         "model.metrics=[]",
@@ -422,26 +407,9 @@ def test_real_training_with_the_evaluator(run):
         "pipeline.shuffle_buffer=16",
     ):
         sets += ["--set", item]
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tfperf.cli.main",
-            "train",
-            str(run),
-            "--evaluator",
-            "--max-steps",
-            "20",
-            "--no-progress",
-            "--json",
-            *sets,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    # The trainer in this process (no TensorFlow start-up), its evaluator a child process.
+    args = ("train", run, "--evaluator", "--max-steps", "20", "--no-progress", "--json")
+    trainkit.tfperf_here(*args, *sets)
     out = run.parent / "out"
     results = _results(out)
     assert results[-1]["step"] == 20  # the FINAL checkpoint is always evaluated
