@@ -1,8 +1,9 @@
 """train.checkpoint_input: false with a fixed pipeline.seed: a resume restarts the input,
 seeded with pipeline.seed + the resumed step, so that resumes from different steps read
 different first batches instead of replaying the first run's; a fresh run with the same
-seed still reads exactly the same batches (reproducible). Real `tfperf train` processes;
-the model logs each step's example ids."""
+seed still reads exactly the same batches (reproducible). `tfperf train` through its
+command line in this process (no TensorFlow start-up per run); the model logs each step's
+example ids."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from pathlib import Path
 import pytest
 import trainkit
 
-pytestmark = pytest.mark.slow  # real training processes
+pytestmark = pytest.mark.slow  # real training
 
 
 def _train(rf: Path, out: str, max_steps: int, log: Path) -> str:
-    env = {"IDS_LOG": str(log)}
     args = ("train", str(rf), "--no-progress", "--max-steps", str(max_steps))
-    return trainkit.tfperf(*args, "--set", f"train.out_dir={out}", env=env).stderr
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IDS_LOG", str(log))  # read by the model at each step
+        return trainkit.tfperf_here(*args, "--set", f"train.out_dir={out}").stderr
 
 
 def _batches(log: Path) -> list[str]:
