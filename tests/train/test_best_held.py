@@ -1,7 +1,8 @@
 """best/ always holds one whole checkpoint: the evaluator holds (hard-links) a checkpoint's
 files before evaluating it, so that the trainer's checkpoint.keep deleting the original
-meanwhile cannot leave best/ with best.json alone. Real processes: the evaluated model
-deletes the original checkpoint's files while it runs (as the trainer's keep does)."""
+meanwhile cannot leave best/ with best.json alone. The evaluated model deletes the original
+checkpoint's files while it runs (as the trainer's keep does); `tfperf` runs through its
+command line in this process."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import pytest
 import trainkit
 
-pytestmark = pytest.mark.slow  # real training and evaluating processes
+pytestmark = pytest.mark.slow  # real training and evaluating
 
 DELETING = """
 import glob
@@ -47,15 +48,16 @@ def deleting():
 """
 
 
-def test_best_is_whole_when_the_checkpoint_is_deleted_during_its_evaluation(tmp_path):
+def test_best_is_whole_when_the_checkpoint_is_deleted_during_its_evaluation(tmp_path, monkeypatch):
     data = trainkit.write_data(tmp_path / "data", n=64, shards=2)
     rf = trainkit.write_runfile(tmp_path, data, max_steps=2, steps_per_loop=1)
-    trainkit.tfperf("train", str(rf), "--no-progress")
+    trainkit.tfperf_here("train", str(rf), "--no-progress")
     (tmp_path / "deleting.py").write_text(DELETING)
     ckpts = tmp_path / "run" / "checkpoints"
     args = ("evaluate", str(rf), "--watch", "--poll", "0.1", "--timeout", "60", "--json")
     sets = ("--set", "data.eval_split=train", "--set", "model.name=deleting:deleting")
-    proc = trainkit.tfperf(*args, *sets, env={"DELETE_GLOB": str(ckpts / "ckpt-2.*")})
+    monkeypatch.setenv("DELETE_GLOB", str(ckpts / "ckpt-2.*"))
+    proc = trainkit.tfperf_here(*args, *sets)
     assert [r["step"] for r in json.loads(proc.stdout)] == [2]
     assert not list(ckpts.glob("ckpt-2.*"))  # the original is gone
     best = tmp_path / "run" / "best"
@@ -64,7 +66,7 @@ def test_best_is_whole_when_the_checkpoint_is_deleted_during_its_evaluation(tmp_
     assert names == ["best.json", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
     assert not list((tmp_path / "run").glob(".eval.tmp-*"))  # the held copy is removed
     # The copy in best/ reads: it evaluates as the original did.
-    again = trainkit.tfperf(
+    again = trainkit.tfperf_here(
         "evaluate",
         str(rf),
         "--checkpoint",
