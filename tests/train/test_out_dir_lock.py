@@ -1,6 +1,7 @@
-"""Two `tfperf train` on one train.out_dir, as real processes: the second is refused with
-the first one's PID and start time and writes nothing; an evaluator watching the same
-folder by hand is not refused; the lock goes when the first one ends."""
+"""Two `tfperf train` on one train.out_dir: the first a real process, the second (this one,
+through the command line) is refused with the first one's PID and start time and writes
+nothing; an evaluator watching the same folder by hand is not refused; the lock goes when
+the first one ends."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import trainkit
 from tfperf.util.lock import LOCK_NAME
 
 
-@pytest.mark.slow  # three real processes
-def test_second_train_on_the_same_out_dir_is_refused(tmp_path):
+@pytest.mark.slow  # a real training process
+def test_second_train_on_the_same_out_dir_is_refused(tmp_path, monkeypatch):
     data = trainkit.write_data(tmp_path / "data", n=64)
     rf = trainkit.write_runfile(
         tmp_path, data, model="tinymodels:with_ids", max_steps=10_000, steps_per_loop=1
@@ -28,14 +29,15 @@ def test_second_train_on_the_same_out_dir_is_refused(tmp_path):
             assert time.monotonic() < deadline, "the first training never started"
             time.sleep(0.1)
         assert (out / LOCK_NAME).exists()
-        second = trainkit.start_train(rf, tmp_path / "ids_second.txt")
-        _, err = second.communicate(timeout=120)
+        monkeypatch.setenv("IDS_LOG", str(tmp_path / "ids_second.txt"))  # if it trained
+        second = trainkit.tfperf_here("train", rf, "--no-progress", check=False)
+        err = second.stderr
         assert second.returncode == 2, err
         assert f"train.out_dir {out} is in use by PID {first.pid}" in err
         assert "(tfperf train) since 20" in err and "Traceback" not in err
         assert not (tmp_path / "ids_second.txt").exists()  # it never trained
         # Watching the run's checkpoints by hand beside the training is normal.
-        watch = trainkit.tfperf(
+        watch = trainkit.tfperf_here(
             "evaluate", str(rf), "--watch", "--timeout", "2", "--set", "data.eval_split=train"
         )
         assert "in use" not in watch.stderr
