@@ -170,28 +170,19 @@ def test_gzip_flipped_byte_is_named(tmp_path, cli):
     assert load_manifest(root).compression == "GZIP"
 
 
-def test_reports_go_to_stdout_unwrapped_when_piped(tmp_path, tfperf_exe):
-    import os
-    import subprocess
-
+def test_reports_go_to_stdout_unwrapped_when_piped(tmp_path, cli, monkeypatch):
+    # The command line in this process: its stdout and stderr are captured, not a terminal.
+    monkeypatch.setenv("COLUMNS", "80")
     deep = tmp_path / ("a folder with a rather long name " * 2).strip() / ("deeper_" * 8)
     root, _ = make(deep)
     np.savez(deep / "d.npz", x=np.arange(5))
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "80"}
-    res = subprocess.run(
-        [tfperf_exe, "inspect", root, "--verify"], capture_output=True, text=True, env=env
-    )
-    assert res.returncode == 0, res.stderr
+    res = cli("inspect", root, "--verify")
+    assert res.exit_code == 0, res.stderr
     assert any(str(root) in line for line in res.stdout.splitlines()), res.stdout
     assert "40 records" in res.stdout and "verified" in res.stdout
     assert "records" not in res.stderr
-    res = subprocess.run(
-        [tfperf_exe, "convert", deep / "d.npz", "--out", deep / "c"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert res.returncode == 0, res.stderr
+    res = cli("convert", deep / "d.npz", "--out", deep / "c")
+    assert res.exit_code == 0, res.stderr
     assert any(f"{deep / 'c'}: split train: 5 records" in ln for ln in res.stdout.splitlines())
 
 
