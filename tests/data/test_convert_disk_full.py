@@ -4,11 +4,8 @@ partial shard left; once space is freed `--resume` completes byte-identical shar
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 
@@ -19,13 +16,9 @@ ROWS = 3000
 ARGS = ["--shard-size", "16KiB", "--workers", "2", "--quiet"]
 
 
-def _convert(exe: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = [exe, "convert", "d.npz", *ARGS, *args]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_full_disk_is_one_error_and_resume_completes_once_freed(tmp_path, tfperf_exe, tmpfs):
+def test_full_disk_is_one_error_and_resume_completes_once_freed(tmp_path, cli, tmpfs, monkeypatch):
+    # The command line in this process (its workers are processes), from the data's folder.
+    monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((ROWS, 16)).astype(np.float32)
     np.savez(tmp_path / "d.npz", x=x, id=np.arange(ROWS))
@@ -33,8 +26,8 @@ def test_full_disk_is_one_error_and_resume_completes_once_freed(tmp_path, tfperf
     # ~420 KiB of shards; about a third fits beside the filler.
     filler = out / "filler"
     filler.write_bytes(b"\0" * (shutil.disk_usage(out).free - 160 * 1024))
-    proc = _convert(tfperf_exe, tmp_path, "--out", str(out))
-    assert proc.returncode == 2, proc.stderr
+    proc = cli("convert", "d.npz", *ARGS, "--out", out)
+    assert proc.exit_code == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.count("error:") == 1, proc.stderr
     text = " ".join(proc.stderr.split())
@@ -50,8 +43,8 @@ def test_full_disk_is_one_error_and_resume_completes_once_freed(tmp_path, tfperf
     assert kept and 0 < int(kept.group(1)) <= len(finished), text
 
     filler.unlink()  # space freed
-    res = _convert(tfperf_exe, tmp_path, "--out", str(out), "--resume")
-    assert res.returncode == 0, res.stderr
+    res = cli("convert", "d.npz", *ARGS, "--out", out, "--resume")
+    assert res.exit_code == 0, res.stderr
     ref = convert(tmp_path / "d.npz", tmp_path / "ref", shard_bytes=16 * 1024, progress=False)
     assert len(ref.splits["train"].shards) > len(finished)
     got = {p.name: p.read_bytes() for p in out.glob("d-train.tfrecord-*")}
