@@ -37,10 +37,11 @@ def _pipelines():
 
 def test_one_wait_per_batch_is_faster_and_the_reverse_fails():
     slow, fast = _pipelines()
-    c = assert_pipeline_faster(slow, fast, batches=10, warmup=2, min_seconds=0.3)
+    # Few, short repeats: the 64x gap shows in any of them (the defaults time 20 batches).
+    c = assert_pipeline_faster(slow, fast, batches=4, warmup=1, min_seconds=0.1)
     assert c.faster and min(c.ratios) > 1.0
     with pytest.raises(AssertionError) as err:
-        assert_pipeline_faster(fast, slow, batches=10, warmup=2, min_seconds=0.3)
+        assert_pipeline_faster(fast, slow, batches=4, warmup=1, min_seconds=0.1)
     msg = str(err.value)
     assert "b is not faster than a beyond the noise (verdict: slower)" in msg
     assert "Paired ratios of examples/s, b / a, one per repeat: 0." in msg
