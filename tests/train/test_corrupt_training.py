@@ -1,5 +1,6 @@
 """Corrupt shards during training: on_corrupt=error names the damaged shard (exit 2, no
-traceback); on_corrupt=skip trains on and reports the records lost at each epoch's end."""
+traceback); on_corrupt=skip trains on and reports the records lost at each epoch's end.
+`tfperf` runs through its command line in this process."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_corrupt_shard_is_named_on_error(tmp_path):
     bad = data / "train.tfrecord-00001-of-00002"
     _corrupt(bad)
     rf = trainkit.write_runfile(tmp_path, data, max_steps=6)
-    proc = trainkit.tfperf("train", str(rf), check=False)
+    proc = trainkit.tfperf_here("train", str(rf), check=False)
     assert proc.returncode == 2, proc.stderr
     assert bad.name in proc.stderr and "corrupt" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -31,7 +32,7 @@ def test_skip_trains_on_and_reports_each_epoch(tmp_path):
     bad = data / "train.tfrecord-00001-of-00002"
     _corrupt(bad)
     rf = trainkit.write_runfile(tmp_path, data, epochs=2)
-    proc = trainkit.tfperf(
+    proc = trainkit.tfperf_here(
         "train",
         str(rf),
         "--json",
