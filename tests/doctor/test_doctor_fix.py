@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
@@ -23,6 +24,7 @@ from tfperf.data.schema import Feature, Schema  # noqa: E402
 from tfperf.doctor import lint  # noqa: E402
 from tfperf.doctor.diagnose import diagnose  # noqa: E402
 from tfperf.doctor.fixes import fix_pipeline  # noqa: E402
+from tfperf.doctor.report import render_fix  # noqa: E402
 from tfperf.doctor.rewrites import (  # noqa: E402
     batch_before_map,
     example_multiset,
@@ -92,6 +94,14 @@ def test_fix_any_dataset_keeps_the_multiset(tmp_path):
     assert not (tmp_path / "run.optimized.md").exists()
     names = [t.name for t in result.trials]
     assert "prefetch at the end" in names and "non-deterministic order" in names
+    # each trial has its predicted and measured gain, and the table prints the prediction
+    trials = result.to_dict()["trials"]
+    assert all("predicted" in t and "ratio" in t for t in trials)
+    predicted = {t["name"]: t["predicted"] for t in trials}
+    assert any(p is not None for p in predicted.values()), predicted
+    console = Console(record=True, width=200)
+    render_fix(result, console)
+    assert "predicted" in console.export_text()
 
 
 def write_tfperf_data(root: Path, n: int = 512, shards: int = 4) -> Path:
