@@ -37,12 +37,13 @@ def whole_on_a_line(text: str, path: str) -> bool:
     return any(path in line for line in text.splitlines())
 
 
-def test_bench_table_on_stdout_unwrapped(tmp_path):
+def test_bench_table_on_stdout_unwrapped(tmp_path, cli):
+    # In this process: the captured stdout is not a terminal either, as when piped.
     folder = deep_folder(tmp_path)
     tiny_dataset(folder / "data")
     run = write_run(folder, pipeline={"batch_size": 8, "shuffle_buffer": 16})
-    res = run_tfperf("bench", run, "--batches", "2", "--repeats", "1", "--warmup", "0")
-    assert res.returncode == 0, res.stderr
+    res = cli("bench", run, "--batches", "2", "--repeats", "1", "--warmup", "0")
+    assert res.exit_code == 0, res.stderr
     assert whole_on_a_line(res.stdout, run), res.stdout
     assert "examples/s" in res.stdout and "examples/s" not in res.stderr
 
@@ -63,11 +64,11 @@ def test_profile_report_on_stdout_unwrapped(tmp_path):
     assert "profiled steps 2-3" in res.stdout and "profiled steps" not in res.stderr
 
 
-def test_config_show_on_stdout_unwrapped(tmp_path):
+def test_config_show_on_stdout_unwrapped(tmp_path, cli):
     folder = deep_folder(tmp_path)
     run = write_run(folder)
-    res = run_tfperf("config", "--show", run)
-    assert res.returncode == 0, res.stderr
+    res = cli("config", "--show", run)
+    assert res.exit_code == 0, res.stderr
     assert whole_on_a_line(res.stdout, str(folder / "data")), res.stdout
 
 
