@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,11 +133,25 @@ def records(tmp_path_factory) -> str:
     return str(root)
 
 
+@pytest.fixture(scope="module")
+def diagnosed(records):
+    """diagnosed(name, model, sections): the diagnosis of run_cfg(name, model, ...) on the
+    records, measured once in this module; the tests reading the same run share it."""
+    done: dict[str, Any] = {}
+
+    def get(name: str, model: str = "tiny_model", sections: dict | None = None) -> Any:
+        key = repr((name, model, sorted((sections or {}).items())))
+        if key not in done:
+            done[key] = diagnose(run_cfg(name, model, data_dir=records, **(sections or {})))
+        return done[key]
+
+    return get
+
+
 @pytest.mark.parametrize(("pipeline", "code", "extra"), CASES, ids=[c[0] for c in CASES])
-def test_slow_pipeline_named_first(pipeline, code, extra, records):
+def test_slow_pipeline_named_first(pipeline, code, extra, diagnosed):
     model = "wide_tiny_model" if pipeline == "shuffle_over_budget" else "tiny_model"
-    cfg = run_cfg(pipeline, model, data_dir=records, **extra)
-    check_named_first(cfg, code)
+    check_named_first(diagnosed(pipeline, model, extra), code)
 
 
 # The compute-side findings: a well-fed model that a bigger batch or another precision helps.
@@ -155,12 +170,11 @@ COMPUTE_CASES = [
 )
 def test_compute_finding_named_first(code, pipeline, model, batch, what_ifs):
     cfg = run_cfg(pipeline, model, pipeline={"batch_size": batch}, doctor={"what_ifs": what_ifs})
-    diag = check_named_first(cfg, code)
+    diag = check_named_first(diagnose(cfg), code)
     assert diag.findings[0].kind == "compute" and diag.findings[0].expected_speedup > 1
 
 
-def check_named_first(cfg, code):
-    diag = diagnose(cfg)
+def check_named_first(diag, code):
     assert diag.findings, f"no findings; verdict {diag.verdict}; variants {diag.variants}"
     first = diag.findings[0]
     assert first.code == code, [f.code for f in diag.findings]
@@ -173,8 +187,8 @@ def check_named_first(cfg, code):
     return diag
 
 
-def test_input_bound_pipeline_reports_slowest_stage(records):
-    diag = diagnose(run_cfg("no_cache", data_dir=records))
+def test_input_bound_pipeline_reports_slowest_stage(diagnosed):
+    diag = diagnosed("no_cache")
     assert diag.verdict == "highly input-bound"
     assert diag.slowest_stage is not None and diag.slowest_stage.startswith("map#")
     d = diag.to_dict()
@@ -182,8 +196,8 @@ def test_input_bound_pipeline_reports_slowest_stage(records):
     assert {"pipeline", "compute_limit", "training", "stages"} <= set(d)
 
 
-def test_float64_measured_against_float32_inputs(records):
-    diag = diagnose(run_cfg("float64", data_dir=records, doctor={"what_ifs": []}))
+def test_float64_measured_against_float32_inputs(diagnosed):
+    diag = diagnosed("float64")  # no compute what-ifs (FAST)
     assert "float32 inputs" in diag.variants and diag.variants["float32 inputs"] > 0
     f = next(f for f in diag.findings if f.code == "float64")
     assert "features" in f.evidence
@@ -199,10 +213,10 @@ def test_dataset_argument_replaces_the_run_file_pipeline():
 
 
 # ---- what a resume loses: an iterator TensorFlow cannot save -----------------------------------
-def test_iterator_that_cannot_be_checkpointed_is_a_finding(records, evidence):
+def test_iterator_that_cannot_be_checkpointed_is_a_finding(diagnosed, evidence):
     from tfperf.doctor.rules_model import rule_input_not_checkpointable
 
-    diag = diagnose(run_cfg("from_generator", data_dir=records))
+    diag = diagnosed("from_generator")
     f = next(f for f in diag.findings if f.code == "input_not_checkpointable")
     assert "from_generator" in f.evidence and "PyFunc is stateful" in f.evidence
     assert (
