@@ -2,8 +2,9 @@
 workers, separate processes on 127.0.0.1): set by `--set pipeline.service.*` it trains in
 parallel_epochs to the loss a local run of the same data and seed reaches, and says that
 the input position cannot be restored; `evaluate` through the service gives the loss a
-local evaluation of the same checkpoint gives (each example once); a bad mode is refused before anything starts, an
-unreachable dispatcher is a clear error within pipeline.service.timeout (exit 2)."""
+local evaluation of the same checkpoint gives (each example once); a bad mode is refused
+before anything starts, an unreachable dispatcher is a clear error within
+pipeline.service.timeout (exit 2)."""
 
 from __future__ import annotations
 
