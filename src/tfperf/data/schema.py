@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tfperf.data.example_proto import messages
 from tfperf.errors import UserError
 
 DType = Literal["float32", "float64", "int64", "int32", "uint8", "int8", "bool", "bytes"]
@@ -210,10 +211,7 @@ class Schema(BaseModel):
     # ---- encoding --------------------------------------------------------------------
     def encode(self, row: Mapping[str, Any], index: int | None = None) -> bytes:
         """Validates one row and serialises it as a tf.train.Example."""
-        # TensorFlow is imported on first use so that `import tfperf` and `tfperf --help`
-        # stay fast (the schema is part of the light public API).
-        from tensorflow.core.example import example_pb2, feature_pb2
-
+        m = messages()  # protobuf only: a convert worker never imports TensorFlow
         clean = self.validate_row(row, index)
         feats = {}
         for f in self.features:
@@ -227,16 +225,16 @@ class Schema(BaseModel):
                     .astype(v.dtype.newbyteorder("<"), copy=False)
                     .tobytes()
                 )
-                feats[f.name] = feature_pb2.Feature(bytes_list=feature_pb2.BytesList(value=[data]))
+                feats[f.name] = m["Feature"](bytes_list=m["BytesList"](value=[data]))
             elif store == "int64":
-                feats[f.name] = feature_pb2.Feature(
-                    int64_list=feature_pb2.Int64List(value=v.reshape(-1).astype(np.int64).tolist())
+                feats[f.name] = m["Feature"](
+                    int64_list=m["Int64List"](value=v.reshape(-1).astype(np.int64).tolist())
                 )
             else:
-                feats[f.name] = feature_pb2.Feature(
-                    float_list=feature_pb2.FloatList(value=v.reshape(-1).tolist())
+                feats[f.name] = m["Feature"](
+                    float_list=m["FloatList"](value=v.reshape(-1).tolist())
                 )
-        ex = example_pb2.Example(features=feature_pb2.Features(feature=feats))
+        ex = m["Example"](features=m["Features"](feature=feats))
         # Sorted map keys: the same row gives the same bytes in every process (exact resume).
         return ex.SerializeToString(deterministic=True)
 
