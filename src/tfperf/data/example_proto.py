@@ -25,18 +25,18 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
         name="tfperf/example.proto", package="tensorflow", syntax="proto3"
     )
     rep, opt = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
-    for name, kind in (("BytesList", _F.TYPE_BYTES), ("FloatList", _F.TYPE_FLOAT)):
-        f = _field(fd.message_type.add(name=name), "value", 1, kind, rep)
-        if kind != _F.TYPE_BYTES:
-            f.options.packed = True
-    _field(
-        fd.message_type.add(name="Int64List"), "value", 1, _F.TYPE_INT64, rep
-    ).options.packed = True
+    lists = (
+        ("bytes_list", "BytesList", _F.TYPE_BYTES),
+        ("float_list", "FloatList", _F.TYPE_FLOAT),
+        ("int64_list", "Int64List", _F.TYPE_INT64),
+    )
     feature = fd.message_type.add(name="Feature")
     feature.oneof_decl.add(name="kind")
-    for number, name, kind in ((1, "bytes_list", "BytesList"), (2, "float_list", "FloatList")):
-        _field(feature, name, number, _F.TYPE_MESSAGE, opt, f".tensorflow.{kind}").oneof_index = 0
-    _field(feature, "int64_list", 3, _F.TYPE_MESSAGE, opt, ".tensorflow.Int64List").oneof_index = 0
+    for number, (field, name, kind) in enumerate(lists, start=1):
+        values = _field(fd.message_type.add(name=name), "value", 1, kind, rep)
+        if kind != _F.TYPE_BYTES:
+            values.options.packed = True  # as in feature.proto: numbers are packed
+        _field(feature, field, number, _F.TYPE_MESSAGE, opt, f".tensorflow.{name}").oneof_index = 0
     features = fd.message_type.add(name="Features")
     entry = features.nested_type.add(name="FeatureEntry")
     entry.options.map_entry = True
