@@ -75,18 +75,19 @@ def _fixed(cfg: Any, result: Any) -> tuple[Any, Any]:
     return fixed_cfg, make_input_dataset(cfg, training=True)
 
 
-def _predicted(diag: Any, fix: dict[str, Any]) -> float | None:
-    """The doctor's own prediction of the --fix gain: the fix's when it states one, else
-    the first speed finding's expected speedup."""
+def _predicted(fix: dict[str, Any]) -> float | None:
+    """The doctor's prediction of the --fix gain: the cost model's for the kept changes
+    together; 1.0 when nothing was kept (nothing changes); None when what was kept has no
+    prediction."""
     if fix.get("predicted_speedup"):
         return float(fix["predicted_speedup"])
-    gains = [f.expected_speedup for f in diag.findings if f.expected_speedup]
-    return gains[0] if gains else None
+    return None if fix["pipeline_changes"] or fix["run_file_changes"] else 1.0
 
 
 def run_case(name: str, quick: bool, repeats: int) -> dict[str, Any]:
     from tfperf.config import load_config
     from tfperf.doctor import diagnose, fix_pipeline
+    from tfperf.doctor.budget import DOCTOR_SECONDS, Budget
     from tfperf.doctor.target import build_target, train_probe
     from tfperf.inputs.datasets import make_input_dataset
     from tfperf.measure import compare, repeat_if_finite, side_by_side
@@ -100,7 +101,10 @@ def run_case(name: str, quick: bool, repeats: int) -> dict[str, Any]:
     tuned_cfg = load_config(cases.write_run_file(case, tmp, data, tuned=True, doctor=doctor))
     row: dict[str, Any] = {"case": name}
     t0 = time.perf_counter()
-    diag = diagnose(cfg)
+    # One budget for both, as `tfperf doctor --fix` runs them: the diagnosis takes at most
+    # DOCTOR_SECONDS of it, --fix the rest.
+    budget = Budget(FIX_BUDGET)
+    diag = diagnose(cfg, budget=budget.part(min(DOCTOR_SECONDS, FIX_BUDGET / 3)))
     row["doctor_s"] = time.perf_counter() - t0
     first = next((f for f in diag.findings if f.kind != "resume"), None)
     row["first"] = first.code if first else None
@@ -108,13 +112,18 @@ def run_case(name: str, quick: bool, repeats: int) -> dict[str, Any]:
     row["verdict"] = diag.verdict
     say(f"{name}: doctor {row['doctor_s']:.0f} s, first finding {row['first']}")
     print(json.dumps(row), flush=True)  # the parent keeps this if --fix is killed
-    t0 = time.perf_counter()
-    result = fix_pipeline(cfg, diag, out=tmp / f"{name}.optimized.yaml")
-    row["fix_s"] = row["doctor_s"] + time.perf_counter() - t0  # `doctor --fix` does both
+    result = fix_pipeline(cfg, diag, out=tmp / f"{name}.optimized.yaml", budget=budget)
+    row["fix_s"] = time.perf_counter() - t0  # `doctor --fix` does both
     row["kept"] = result.pipeline_changes + [
         f"{k}: {v}" for k, v in result.run_file_changes.items()
     ]
-    row["predicted"] = _predicted(diag, result.to_dict())
+    row["predicted"] = _predicted(result.to_dict())
+    row["first_predicted"] = first.expected_speedup if first else None
+    row["costs"] = diag.to_dict()["costs"]
+    row["training"] = diag.training.examples_per_s.median
+    row["trials"] = [
+        (t.name, t.kept, t.predicted, t.ratio) for t in result.trials if t.ratio is not None
+    ]
     fixed_cfg, fixed_ds = _fixed(cfg, result)
     variants = [("fixed", fixed_cfg, fixed_ds)]
     variants.append(("tuned", tuned_cfg, make_input_dataset(tuned_cfg, training=True)))
@@ -206,6 +215,7 @@ def report(rows: list[dict[str, Any]], cases: Any, repeats: int, quick: bool) ->
                 _x(r.get("of_tuned"), "{:.0%}"),
                 _x(pred),
                 _x(err, "{:.0%}"),
+                _x(r.get("first_predicted")),
             ]
         )
     print("## doctor --fix on users' own pipelines\n")
@@ -214,9 +224,14 @@ def report(rows: list[dict[str, Any]], cases: Any, repeats: int, quick: bool) ->
         f"{machine()}. The doctor and --fix with {settings} on each user pipeline of "
         "tests/doctor/user_pipelines/; then the original, the fixed and the hand-tuned "
         f"pipelines trained side by side (tfperf's train step, medians of {repeats} "
-        "interleaved runs, paired ratios). Budgets: doctor <= 90 s, --fix <= 5 min. "
-        "Predicted: the doctor's expected speedup; prediction error: |predicted - measured| / "
-        "measured, measured being fixed / original.\n"
+        "interleaved runs, paired ratios). Budgets: doctor <= 90 s, --fix <= 5 min "
+        "(the diagnosis included, as `doctor --fix` runs it; times from the diagnosis' start, "
+        "TensorFlow's import before it not counted). Predicted: the cost model's gain for the "
+        "changes --fix kept together (doctor/cost_model.py: the diagnosis' measured rates "
+        "and CPU times per example of pipeline and model, on the host's shared cores), 1.00x "
+        "when nothing was kept; prediction error: |predicted - measured| / measured, "
+        "measured being fixed / original; first finding's gain: what the diagnosis expected "
+        "of its first finding alone.\n"
     )
     headers = [
         "case",
@@ -230,6 +245,7 @@ def report(rows: list[dict[str, Any]], cases: Any, repeats: int, quick: bool) ->
         "fixed/tuned",
         "predicted",
         "prediction error",
+        "first finding's gain",
     ]
     print(table(headers, out))
     n = len(rows)

@@ -99,9 +99,13 @@ def test_fix_any_dataset_keeps_the_multiset(tmp_path):
     assert all("predicted" in t and "ratio" in t for t in trials)
     predicted = {t["name"]: t["predicted"] for t in trials}
     assert any(p is not None for p in predicted.values()), predicted
+    # the whole fix has the cost model's prediction: the kept changes make it faster
+    assert result.predicted is not None and result.predicted > 1.0, result.predicted
+    assert result.to_dict()["predicted_speedup"] == result.predicted
+    assert diag.to_dict()["costs"]["pipeline_cpu"] > 0
     console = Console(record=True, width=200)
     render_fix(result, console)
-    assert "predicted" in console.export_text()
+    assert f"predicted ~{result.predicted:.2f}x" in console.export_text()
 
 
 def write_tfperf_data(root: Path, n: int = 512, shards: int = 4) -> Path:

@@ -22,7 +22,13 @@ from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
 from tfperf.doctor.rules import run_rules
-from tfperf.doctor.target import build_target, compute_probe, dataset_probe, train_probe
+from tfperf.doctor.target import (
+    build_target,
+    compute_probe,
+    dataset_probe,
+    on_accelerator,
+    train_probe,
+)
 from tfperf.doctor.user_source import user_source
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
@@ -347,6 +353,9 @@ def diagnose(
             else measured["deterministic=False"].examples_per_s.median
         ),
         source=user_source(cfg) if dataset is None else None,  # file:line for the findings
+        pipeline_cpu=pipeline.cpu_us_per_example.median * 1e-6,
+        compute_cpu=compute.cpu_us_per_example.median * 1e-6,
+        accelerator=on_accelerator(),
     )
     findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
     if verdict == "not input-bound":
@@ -371,4 +380,5 @@ def diagnose(
         findings=findings,
         variants=variants,
         notes=notes,
+        costs=evidence.costs,
     )

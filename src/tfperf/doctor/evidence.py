@@ -1,7 +1,7 @@
-"""What the doctor's rules read: the `Evidence` (the graph and the measured rates) with the
-small cost model they share (a stage's share of the pipeline's time, the pipeline without
-it, the training speedup), the verdict (how input-bound the run is) and the host's cores.
-Nothing here measures: diagnose.py gathers the evidence.
+"""What the doctor's rules read: the `Evidence` (the graph, the measured rates and CPU times)
+with what they share of the cost model (a stage's share of the pipeline's time, the pipeline
+without it, the training speedup through cost_model.Costs), the verdict (how input-bound the
+run is) and the host's cores. Nothing here measures: diagnose.py gathers the evidence.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 
 from tfperf.doctor import lint
+from tfperf.doctor.cost_model import Costs
 from tfperf.doctor.findings import StageTiming
 from tfperf.doctor.user_source import UserSource
 
@@ -48,6 +49,9 @@ class Evidence:
     nondeterministic_rate: float | None
     cores: int = field(default_factory=cpu_count)
     source: UserSource | None = None  # the user's data.pipeline function, for file:line
+    pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
+    compute_cpu: float = 0.0  # CPU seconds per example of (b)
+    accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
 
     @property
     def limit(self) -> float:
@@ -63,14 +67,34 @@ class Evidence:
         """Share of the pipeline's time spent in one stage."""
         return min(1.0, self.stage_cost(index) * self.pipeline)
 
+    @property
+    def costs(self) -> Costs:
+        return Costs(
+            self.pipeline,
+            self.pipeline_cpu,
+            self.compute,
+            self.compute_cpu,
+            self.cores,
+            self.accelerator,
+        )
+
     def pipeline_without(self, seconds_per_example: float) -> float:
         """Pipeline examples/s once `seconds_per_example` of stage time is gone."""
         p = self.pipeline
         left = max(1.0 / p - seconds_per_example, 1.0 / (p * MAX_PIPELINE_GAIN))
         return 1.0 / left
 
-    def speedup_pipeline(self, new_pipeline: float) -> float:
-        return min(new_pipeline, self.compute) / self.limit
+    def cpu_of(self, seconds_per_example: float) -> float:
+        """CPU seconds per example behind `seconds_per_example` of the pipeline's wall time
+        (the pipeline alone keeps `costs.pipeline_cores` cores busy)."""
+        return seconds_per_example * self.costs.pipeline_cores
+
+    def speedup_pipeline(self, new_pipeline: float, cpu_saved: float = 0.0) -> float:
+        """Training after / before with the pipeline at `new_pipeline` examples/s, its work
+        `cpu_saved` CPU seconds per example cheaper (0: the same work, done in parallel)."""
+        c = self.costs
+        return c.gain(c.pipeline_changed(new_pipeline, c.pipeline_cpu - cpu_saved))
 
     def speedup_compute(self, new_compute: float) -> float:
-        return min(self.pipeline, new_compute) / self.limit
+        c = self.costs
+        return c.gain(c.compute_changed(new_compute))

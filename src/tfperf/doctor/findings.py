@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfperf.doctor.cost_model import Costs
 from tfperf.measure import Measurement
 
 
@@ -21,6 +22,11 @@ class Finding:
     expected_speedup: float | None  # training examples/s after / before (None: not a speed gain)
     kind: str  # "risk" (RAM), "input", "compute", "data", "resume" (what a resume loses)
     stage_index: int | None = None
+    # What the change does to the measured costs, for the cost model (cost_model.py): wall
+    # and CPU seconds per example the pipeline saves, the compute limit after it.
+    saves_wall: float | None = None
+    saves_cpu: float | None = None
+    new_compute: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +80,7 @@ class Diagnosis:
     findings: list[Finding]
     variants: dict[str, float] = field(default_factory=dict)  # variant -> examples/s
     notes: list[str] = field(default_factory=list)
+    costs: Costs | None = None  # what the expected gains were computed from
 
     @property
     def input_bound_fraction(self) -> float:
@@ -95,4 +102,5 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "variants": {k: round(v, 1) for k, v in self.variants.items()},
             "notes": self.notes,
+            "costs": asdict(self.costs) if self.costs is not None else None,
         }

@@ -49,6 +49,7 @@ class FixResult:
     dataset: Any = None  # the fixed dataset (other datasets), for callers and tests
     check: Comparison | None = None  # the optimized pipeline against the original, paired
     code_edits: list[str] = field(default_factory=list)  # each kept rewrite as a code edit
+    predicted: float | None = None  # the cost model's gain for the kept changes together
 
     @property
     def speedup(self) -> float:
@@ -59,6 +60,7 @@ class FixResult:
             "before_examples_per_s": round(self.before, 1),
             "after_examples_per_s": round(self.after, 1),
             "speedup": round(self.speedup, 3),
+            "predicted_speedup": self.predicted,
             "check": self.check.to_dict() if self.check is not None else None,
             "trials": [asdict(t) for t in self.trials],
             "run_file_changes": self.run_file_changes,

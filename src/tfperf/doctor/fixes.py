@@ -67,7 +67,7 @@ def _fix_run_file(
 
     trials: list[FixTrial] = []
     best_cfg, kept = try_changes(cands, cfg, probe, tick, trials)
-    predict(trials, diag)
+    predicted = predict(trials, diag)
     optimized = (lambda n: probe(best_cfg, n)) if kept else None
     outcome = final_check(lambda n: probe(cfg, n), optimized, cfg.doctor, tick, trials)
     if not outcome.keep:
@@ -83,6 +83,7 @@ def _fix_run_file(
         written,
         run_file_changes=kept,
         check=outcome.check,
+        predicted=predicted if outcome.keep else None,
     )
 
 

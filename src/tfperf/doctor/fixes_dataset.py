@@ -176,7 +176,7 @@ def fix_dataset(
     ]
     on_best = lambda c, n: trial_probe(n, c, best_ds, batch)  # noqa: E731
     best_cfg, kept = try_changes(train_only, cfg, on_best, tick, trials)
-    predict(trials, diag)
+    predicted = predict(trials, diag)
     optimized = None
     if changes or kept:
         optimized = lambda n: trial_probe(n, best_cfg, best_ds, batch)  # noqa: E731
@@ -191,5 +191,13 @@ def fix_dataset(
         trials.insert(0, FixTrial(CAP_SHUFFLE, CAP_SHUFFLE, None, True, f"RAM budget: {sizes}"))
         changes.insert(0, CAP_SHUFFLE)
     return FixResult(
-        outcome.before, outcome.after, trials, [], kept, changes, best_ds, outcome.check
+        outcome.before,
+        outcome.after,
+        trials,
+        [],
+        kept,
+        changes,
+        best_ds,
+        outcome.check,
+        predicted=predicted if outcome.keep else None,
     )

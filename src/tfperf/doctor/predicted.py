@@ -1,26 +1,30 @@
-"""The gain the diagnosis predicted for each `--fix` trial: the expected speedup of the
-findings whose change the trial makes, printed beside the measured gain."""
+"""The gain the diagnosis predicts for each `--fix` trial and for the whole fix: the cost
+model (cost_model.py) run with the findings whose changes the trials make, printed beside
+the measured gain."""
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from typing import Any
 
-from tfperf.doctor.findings import Diagnosis
+from tfperf.doctor.evidence import MAX_PIPELINE_GAIN
+from tfperf.doctor.findings import Diagnosis, Finding
 
 # Findings whose change a candidate makes (by candidate name): its predicted gain is theirs.
 PREDICTED_BY = {
     "vectorize per-example maps": ("per_example_parse", "per_example_map"),
     "batch before per-example map": ("per_example_parse", "per_example_map"),
-    "map parallelization + autotune": ("sequential_map", "py_function"),
+    "map parallelization + autotune": ("sequential_map",),
     "non-deterministic order": ("deterministic",),
     "prefetch at the end": ("no_prefetch",),
     "cache the deterministic prefix": ("no_cache",),
     "float32 outputs": ("float64",),
     "parallel interleave of file reads": ("no_interleave",),
-    "parallel maps (also py_function)": ("sequential_map", "py_function"),
+    "parallel maps (also py_function)": ("sequential_map",),
     "move the cache before the random augmentation": ("cache_after_random",),
     "batched parse": ("per_example_parse",),
-    "parallel preprocessing": ("sequential_map", "per_example_map"),
+    "parallel preprocessing": ("sequential_map",),
     "parallel reads": ("no_interleave",),
     "prefetch": ("no_prefetch",),
     "cache records": ("no_cache",),
@@ -29,14 +33,76 @@ PREDICTED_BY = {
 }
 
 
-def predict(trials: list[Any], diag: Diagnosis) -> None:
-    """Sets each trial's predicted gain: the largest expected speedup among the findings
-    whose change it makes (None when no finding predicted it, e.g. the tuned pipeline)."""
-    gains: dict[str, float] = {}
-    for f in diag.findings:
-        if f.expected_speedup is not None:
-            gains[f.code] = max(gains.get(f.code, 0.0), f.expected_speedup)
+def _codes(trial: Any) -> tuple[str, ...]:
+    return (
+        ("precision",) if trial.name.startswith("precision ") else PREDICTED_BY.get(trial.name, ())
+    )
+
+
+def _savings(diag: Diagnosis, found: list[Finding]) -> tuple[float, float]:
+    """Wall and CPU seconds per example the findings' changes save together. Changes of one
+    stage compound (a batched parse, then what is left of it in parallel) rather than add."""
+    costs = {s.index: (s.us_per_example or 0.0) * 1e-6 for s in diag.stages}
+    groups: dict[Any, list[Finding]] = defaultdict(list)
+    for f in found:  # a cache saves a whole prefix: its own group
+        groups[f.stage_index if f.code != "no_cache" else (f.code,)].append(f)
+    wall = cpu = 0.0
+    cores = diag.costs.pipeline_cores if diag.costs is not None else 1.0
+    for key, fs in groups.items():
+        cost = costs.get(key, 0.0) if isinstance(key, int) else 0.0
+        if len(fs) == 1 or cost <= 0:
+            wall += sum(f.saves_wall or 0.0 for f in fs)
+            cpu += sum(f.saves_cpu or 0.0 for f in fs)
+            continue
+        left = [1.0 - min(1.0, (f.saves_wall or 0.0) / cost) for f in fs]
+        wall += cost * (1.0 - math.prod(left))
+        cheaper = [lf for lf, f in zip(left, fs, strict=True) if f.saves_cpu]
+        cpu += cost * cores * (1.0 - math.prod(cheaper)) if cheaper else 0.0
+    return wall, cpu
+
+
+def training_after(diag: Diagnosis, codes: set[str]) -> float | None:
+    """Training examples/s the cost model expects once the changes of the findings with
+    these codes are all made (None without measured costs): their pipeline savings add up,
+    the best compute limit among them counts, and the measured training rate sets the scale
+    (its share of the model's overlapped rate stays, unless prefetch makes them overlap)."""
+    costs = diag.costs
+    if costs is None:
+        return None
+    found = [f for f in diag.findings if f.code in codes]
+    wall, cpu = _savings(diag, found)
+    p = costs.pipeline
+    after = costs.pipeline_changed(
+        1.0 / max(1.0 / p - wall, 1.0 / (p * MAX_PIPELINE_GAIN)), costs.pipeline_cpu - cpu
+    )
+    computes = [f.new_compute for f in found if f.new_compute]
+    if computes:
+        after = after.compute_changed(max(computes))
+    measured = diag.training.examples_per_s.median
+    overlap = measured / costs.training()
+    if "no_prefetch" in codes:
+        overlap = max(overlap, 1.0)
+    return after.training() * overlap
+
+
+def predict(trials: list[Any], diag: Diagnosis) -> float | None:
+    """Sets each trial's predicted gain over the best pipeline so far (the cost model with
+    the findings of the changes kept before it, with and without its own), and returns the
+    gain expected of all kept changes over the original (None: none predicted, e.g. only
+    the tuned pipeline was kept)."""
+    kept: set[str] = set()
     for t in trials:
-        codes = ("precision",) if t.name.startswith("precision ") else PREDICTED_BY.get(t.name, ())
-        found = [gains[c] for c in codes if c in gains]
-        t.predicted = round(max(found), 3) if found else None
+        codes = set(_codes(t))
+        if not any(f.code in codes for f in diag.findings):
+            t.predicted = None
+            continue
+        before, after = training_after(diag, kept), training_after(diag, kept | codes)
+        if before and after:
+            t.predicted = round(after / before, 3)
+        else:  # no measured costs: the findings' own expectation over the original
+            gains = [f.expected_speedup for f in diag.findings if f.code in codes]
+            t.predicted = round(max(g for g in gains if g), 3) if any(gains) else None
+        if t.kept:
+            kept |= codes
+    base, whole = training_after(diag, set()), training_after(diag, kept)
+    return round(whole / base, 3) if kept and base and whole else None

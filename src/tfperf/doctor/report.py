@@ -86,6 +86,8 @@ def render_fix(result: FixResult, console: Console) -> None:
     else:
         kept = "" if c.faster else "; not faster, nothing kept"
         title += f" ({c.ratio:.2f}x, paired {c.low:.2f}-{c.high:.2f}{kept})"
+    if result.predicted is not None:
+        title += f"; predicted ~{result.predicted:.2f}x"
     t = Table(title=title)
     t.add_column("change")
     t.add_column("training examples/s", justify="right")

@@ -45,6 +45,7 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
             f"training ~{gain:.1f}x faster",
             gain,
             "compute",
+            new_compute=None if name.startswith("training") else big,
         )
     ]
 
@@ -70,6 +71,7 @@ def rule_precision(ctx: Evidence) -> list[Finding]:
             f"training ~{gain:.1f}x faster",
             gain,
             "compute",
+            new_compute=rate,
         )
     ]
 

@@ -32,6 +32,14 @@ class StepTarget:
         return lambda it, n: float(step(it, n)["wait_s"])
 
 
+def on_accelerator() -> bool:
+    """Whether the model's step runs on a GPU (or TPU) rather than on the host's CPU cores:
+    the cost model then lets input and model overlap without sharing cores."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 def build_target(
     cfg: Any, element_spec: Any, batch: int, precision: str | None = None
 ) -> StepTarget:
