@@ -276,6 +276,7 @@ def main() -> int:
     for name in names:
         say(f"== {name}")
         rows.append(guarded_child(name, args.quick, repeats))
+        say(json.dumps(rows[-1]))  # every measurement of the case, for a reader of the log
     report(rows, cases, repeats, args.quick)
     return 0
 
