@@ -17,7 +17,7 @@ from tfperf.doctor import handed, lint
 from tfperf.doctor.diagnose import diagnose as diagnose_run
 from tfperf.doctor.findings import Diagnosis
 from tfperf.doctor.fix_trials import FixResult
-from tfperf.doctor.fixes_dataset import dataset_candidates, fix_dataset
+from tfperf.doctor.fixes_dataset import fix_dataset, replay
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
 from tfperf.util.imports import load_object
@@ -117,28 +117,7 @@ def apply_rewrites(dataset: Any, names: Sequence[str], *, strict: bool = True) -
     one left (names as `optimize`'s report and `tfperf doctor --fix` print them). A rewrite
     that does not apply to this dataset (its pipeline changed since) is a UserError, or
     skipped with strict=False."""
-    ds = dataset
-    for name in names:
-        graph = lint.read_graph(ds)
-        known = dict(dataset_candidates(graph, ds, None))
-        if name not in known:
-            raise UserError(
-                f"tfperf.apply_rewrites: unknown rewrite '{name}'; expected one of "
-                f"{sorted(known)} (the names `tfperf doctor --fix` prints)"
-            )
-        why = "not applicable"
-        try:
-            out = known[name](ds, graph)
-        except Exception as exc:  # noqa: BLE001 - a rewrite that cannot be built here
-            out, why = None, f"{type(exc).__name__}: {str(exc)[:200]}"
-        if out is None and strict:
-            raise UserError(
-                f"tfperf.apply_rewrites: '{name}' does not apply to this dataset ({why}; its "
-                f"stages: {' -> '.join(s.label for s in graph.stages)}); the pipeline "
-                "changed since the doctor kept it: run `tfperf doctor --fix` again"
-            )
-        ds = ds if out is None else out
-    return ds
+    return replay(dataset, list(names), None, strict=strict)
 
 
 # ---- the run file these stand for ----------------------------------------------------------

@@ -21,6 +21,8 @@ from tfperf.doctor.evidence import Evidence, verdict_for
 from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
+from tfperf.doctor.rewrites_cache import cacheable_prefix
+from tfperf.doctor.rewritten import rewrite_probes, rewritten_costs
 from tfperf.doctor.rules import run_rules
 from tfperf.doctor.target import (
     build_target,
@@ -123,8 +125,8 @@ def _stage_timings(
 
 
 def _cache_candidate(graph: lint.DatasetGraph) -> tuple[lint.GraphStage, int, int] | None:
-    """The end of the deterministic prefix, its element count and bytes, when finite."""
-    prefix = [s for s in lint.deterministic_prefix(graph) if s.kind != "options"]
+    """The end of the cacheable prefix, its element count and bytes, when finite."""
+    prefix = cacheable_prefix(graph)
     if not prefix or len(prefix) == len(graph.stages):
         return None
     last = prefix[-1]
@@ -253,7 +255,7 @@ def _main_probes(
     a stage or variant the budget leaves no time for is recorded as not measured."""
     ds, graph = capped.dataset, capped.graph
     nondeterministic = bool(lint.deterministic_stages(graph))
-    count = 3 + int(nondeterministic) + (0 if served else len(graph.measurable()))
+    count = 3 + int(nondeterministic) + (0 if served else len(graph.measurable()) + 2)
     limit = budget.per_probe(seconds, count, d.repeats)
     until = time.monotonic() + seconds  # this phase's deadline
     # With pipeline.service the stages run on the workers: only the client's rate is timed.
@@ -265,6 +267,7 @@ def _main_probes(
         budget.watch(train_probe("training", target, train_ds, d, limit), required=True),
     ]
     optional = [p for _, p in stage_probes if p is not None]
+    optional += [] if served else rewrite_probes(graph, ds, d, errors, limit)
     if nondeterministic:
         nd = set_deterministic(graph, ds, False)
         optional.append(dataset_probe("deterministic=False", nd, d, time_limit=limit))
@@ -356,6 +359,7 @@ def diagnose(
         pipeline_cpu=pipeline.cpu_us_per_example.median * 1e-6,
         compute_cpu=compute.cpu_us_per_example.median * 1e-6,
         accelerator=on_accelerator(),
+        rewritten=rewritten_costs(measured, errors),
     )
     findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
     if verdict == "not input-bound":

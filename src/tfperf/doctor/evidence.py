@@ -14,6 +14,8 @@ from tfperf.doctor.cost_model import Costs
 from tfperf.doctor.findings import StageTiming
 from tfperf.doctor.user_source import UserSource
 
+# The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
+VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
 HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
 MAX_PIPELINE_GAIN = 50.0  # a stage fix never promises more than this (measured ~50x at best)
 
@@ -52,6 +54,9 @@ class Evidence:
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
     compute_cpu: float = 0.0  # CPU seconds per example of (b)
     accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
+    # VECTORIZED / PARALLEL -> (examples/s, CPU s per example) of the pipeline alone so
+    # rewritten, when the diagnosis timed it: the cost model reads them, not estimates.
+    rewritten: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def limit(self) -> float:

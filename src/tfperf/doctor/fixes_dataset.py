@@ -26,15 +26,16 @@ from tfperf.doctor.fix_trials import (
 from tfperf.doctor.predicted import predict
 from tfperf.doctor.rewrites import (
     batch_before_map,
-    cache_at,
     same_examples,
     set_deterministic,
     to_float32,
     with_options,
 )
-from tfperf.doctor.rewrites_io import CAP_SHUFFLE, cap_shuffles, io_candidates
+from tfperf.doctor.rewrites_cache import cache_work
+from tfperf.doctor.rewrites_io import CAP_SHUFFLE, cap_shuffles, default_budget, io_candidates
 from tfperf.doctor.runfile import run_file_candidates
 from tfperf.doctor.vectorize import vectorize_maps
+from tfperf.errors import UserError
 
 Rewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
 
@@ -83,17 +84,8 @@ def dataset_candidates(
     cands += io_candidates(graph)
     cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
     if cache is not None or diag is None:
-        idx = cache.stage_index if cache else None
-
-        def add_cache(d: Any, g: lint.DatasetGraph) -> Any:
-            if cache is None:  # where the rules put it: the end of the deterministic prefix
-                prefix = [s for s in lint.deterministic_prefix(g) if s.kind != "options"]
-                stage = prefix[-1] if prefix else None
-            else:
-                stage = next((s for s in g.stages if s.label == cache.stage), None)
-            stage = stage or (g.stages[idx] if idx is not None and idx < len(g.stages) else None)
-            return cache_at(g, d, stage) if stage is not None else None
-
+        # In RAM within the budget; a source shuffle (list_files) moves after the cache.
+        add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
         cands.append(("cache the deterministic prefix", add_cache))
     if lint.float64_outputs(graph):
         cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
@@ -143,9 +135,13 @@ def fix_dataset(
     tick = tick or (lambda label: None)
     d = cfg.doctor
     # A shuffle buffer beyond the RAM budget is cut to it first, kept whatever the timing.
-    ds, caps = cap_shuffles(lint.read_graph(ds), ds, ram_budget_bytes(cfg))
-    capped = bounded(ds, lint.read_graph(ds), ram_budget_bytes(cfg))
-    ds = capped.dataset  # an in-memory cache beyond the budget is left out: it would fill
+    ram = ram_budget_bytes(cfg)
+    users_ds, caps = cap_shuffles(lint.read_graph(ds), ds, ram)
+    # The trials time a copy as the diagnosis did: such a buffer holds MEASURE_BUFFER
+    # elements (filled to the budget at every warm-up it would take minutes and GiBs), an
+    # in-memory cache beyond the budget is left out.
+    capped = bounded(ds, lint.read_graph(ds), ram)
+    ds = capped.dataset
     graph = lint.read_graph(ds)
     batch = diag.batch_size
     # The multiset check needs one finite pass without randomness; else it is skipped.
@@ -184,11 +180,14 @@ def fix_dataset(
     outcome = final_check(original, optimized, d, tick, trials)
     if not outcome.keep:
         best_ds, changes, kept = ds, [], {}
-    for note in capped.notes:  # timed without it; the user's code keeps it (the finding)
+    for st, _, _ in capped.oversize_caches:  # timed without; the user's code keeps it
+        note = f"{st.label}: timed without the cache (it would outgrow the RAM budget)"
         trials.insert(0, FixTrial("cache over budget", note, None, False, "RAM budget"))
     if caps:  # RAM safety, not speed: kept without a trial (the original cannot run)
         sizes = "; ".join(str(c) for c in caps)
         trials.insert(0, FixTrial(CAP_SHUFFLE, CAP_SHUFFLE, None, True, f"RAM budget: {sizes}"))
+        # The user's pipeline gets the buffer capped to the budget, not the timed copy's.
+        best_ds = replay(users_ds, changes, diag, strict=False)
         changes.insert(0, CAP_SHUFFLE)
     return FixResult(
         outcome.before,
@@ -201,3 +200,31 @@ def fix_dataset(
         outcome.check,
         predicted=predicted if outcome.keep else None,
     )
+
+
+def replay(dataset: Any, names: list[str], diag: Diagnosis | None, *, strict: bool = True) -> Any:
+    """`dataset` with the named rewrites applied in order, each on the graph the previous
+    one left (names as `--fix` prints them). One that does not apply is a UserError, or
+    skipped with strict=False."""
+    ds = dataset
+    for name in names:
+        graph = lint.read_graph(ds)
+        known = dict(dataset_candidates(graph, ds, diag))
+        if name not in known:
+            raise UserError(
+                f"tfperf.apply_rewrites: unknown rewrite '{name}'; expected one of "
+                f"{sorted(known)} (the names `tfperf doctor --fix` prints)"
+            )
+        why = "not applicable"
+        try:
+            out = known[name](ds, graph)
+        except Exception as exc:  # noqa: BLE001 - a rewrite that cannot be built here
+            out, why = None, f"{type(exc).__name__}: {str(exc)[:200]}"
+        if out is None and strict:
+            raise UserError(
+                f"tfperf.apply_rewrites: '{name}' does not apply to this dataset ({why}; its "
+                f"stages: {' -> '.join(s.label for s in graph.stages)}); the pipeline "
+                "changed since the doctor kept it: run `tfperf doctor --fix` again"
+            )
+        ds = ds if out is None else out
+    return ds

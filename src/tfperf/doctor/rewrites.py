@@ -1,7 +1,7 @@
 """Edits of a tf.data.Dataset for the doctor: rewrites of its graph (batch before a
 batch-polymorphic map, determinism) or of its options and tail (map parallelization,
-prefetch, cache, float32). The check that a rewrite still yields the same examples is
-tfperf.measure.examples' (`same_examples`, re-exported here).
+prefetch, float32; the cache: rewrites_cache.py). The check that a rewrite still yields the
+same examples is tfperf.measure.examples' (`same_examples`, re-exported here).
 
 It times nothing and decides nothing: diagnose.py measures what a rewrite would give,
 fixes.py tries them and keeps those that help.
@@ -85,22 +85,6 @@ def with_options(ds: Any, **flags: bool) -> Any:
     if flags.get("autotune"):
         opts.autotune.enabled = True
     return ds.with_options(opts)
-
-
-def cache_at(graph: lint.DatasetGraph, ds: Any, stage: lint.GraphStage) -> Any | None:
-    """The prefix up to `stage`, cached in RAM, then the rest when the rest is only
-    repeat/prefetch/options (stages that can be re-applied without the graph)."""
-    import tensorflow as tf
-
-    rest = [s for s in graph.stages if s.index > stage.index]
-    if any(s.kind not in ("repeat", "prefetch", "options") for s in rest):
-        return None
-    out = lint.prefix_dataset(graph, stage).cache()
-    if any(s.kind == "repeat" for s in rest):
-        out = out.repeat()
-    out = out.prefetch(tf.data.AUTOTUNE)
-    variant = tf.data.experimental.to_variant(out)
-    return tf.data.experimental.from_variant(variant, ds.element_spec)
 
 
 def to_float32(*element: Any) -> Any:

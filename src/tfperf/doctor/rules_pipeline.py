@@ -7,12 +7,14 @@ float64 outputs, deterministic order). Each reads the `Evidence` and measures no
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 from tfperf.doctor import lint
-from tfperf.doctor.evidence import Evidence
+from tfperf.doctor.evidence import PARALLEL, VECTORIZED, Evidence
 from tfperf.doctor.findings import Finding
 from tfperf.doctor.pfor_fn import Refused
+from tfperf.doctor.rewrites_cache import source_shuffle
 from tfperf.doctor.vectorize import refusal
 from tfperf.util.format import number
 
@@ -21,9 +23,11 @@ MIN_CACHE_SHARE = 0.25  # caching spends RAM: only for a prefix that dominates
 # Share of a py_function/numpy_function map's time that runs in parallel: its Python holds
 # the GIL (numpy arithmetic per example measured 1.06x with num_parallel_calls on 2 cores).
 PY_PARALLEL = 0.1
+SLOWER = 0.9  # a timed rewrite below this share of the pipeline's rate is slower, not noise
 WORK_KINDS = ("map", "map_batch", "parse", "read", "flat_map", "interleave")
 # Share of a stage's cost each change removes: offline work removes it all; a batched map
 # pays its per-call overhead once per batch (~50x cheaper measured, 0.9 is conservative).
+BATCHED = ("per_example_parse", "per_example_map")  # codes whose fix is vectorize's rewrite
 REMOVED = {
     "py_function": 1.0,
     "from_generator": 1.0,
@@ -52,12 +56,19 @@ def _stage_finding(
     change: str,
     removed: float,
     saves_cpu: bool = True,
+    measured: tuple[float, float] | None = None,
 ) -> Finding:
     """A finding whose change removes `removed` of the stage's wall time: as CPU work gone
-    (offline, batched) or, `saves_cpu` False, as the same work spread over more cores."""
-    wall = removed * ctx.stage_cost(st.index)
-    new_p = ctx.pipeline_without(wall)
-    cpu = ctx.cpu_of(wall) if saves_cpu else 0.0
+    (offline, batched) or, `saves_cpu` False, as the same work spread over more cores. With
+    `measured` (the pipeline alone with --fix's rewrite: examples/s, CPU s per example) the
+    rewrite's own rate and CPU time replace the estimate."""
+    if measured is not None:
+        new_p, cpu_after = measured
+        wall, cpu = 1.0 / ctx.pipeline - 1.0 / new_p, ctx.pipeline_cpu - cpu_after
+    else:
+        wall = removed * ctx.stage_cost(st.index)
+        new_p = ctx.pipeline_without(wall)
+        cpu = ctx.cpu_of(wall) if saves_cpu else 0.0
     gain = ctx.speedup_pipeline(new_p, cpu)
     return Finding(
         code,
@@ -110,18 +121,31 @@ def _per_element(ctx: Evidence, st: lint.GraphStage) -> Refused | None:
     return why if why is not None and why.per_element else None
 
 
+def measured_rewrite(ctx: Evidence, variant: str, stages: list[lint.GraphStage]) -> Any:
+    """(examples/s, CPU s per example) of the pipeline alone with --fix's rewrite `variant`
+    when the diagnosis timed it and one stage alone can claim its gain; else None."""
+    return ctx.rewritten.get(variant) if len(stages) == 1 else None
+
+
 def _stage_rule(
     code: str, title: str, change: str, applies: Callable[[Evidence, lint.GraphStage], bool]
 ) -> Callable[[Evidence], list[Finding]]:
     """A rule finding each stage that `applies`, expecting its fix to remove REMOVED[code]
-    of the stage's cost."""
+    of the stage's cost (or, for a per-example map, what the timed vectorized pipeline
+    shows)."""
 
     def rule(ctx: Evidence) -> list[Finding]:
-        return [
-            _stage_finding(ctx, st, code, title, change, REMOVED[code])
-            for st in ctx.graph.stages
-            if applies(ctx, st)
-        ]
+        stages = [st for st in ctx.graph.stages if applies(ctx, st)]
+        claims = [st for st in ctx.graph.stages if _vectorizable(ctx, st)]
+        measured = measured_rewrite(ctx, VECTORIZED, claims) if code in BATCHED else None
+        out = []
+        for st in stages:
+            f = _stage_finding(ctx, st, code, title, change, REMOVED[code], measured=measured)
+            f.evidence += (
+                f"; timed with the rewrite: {number(measured[0])} ex/s" if measured else ""
+            )
+            out.append(f)
+        return out
 
     rule.__name__ = f"rule_{code}"
     return rule
@@ -141,57 +165,80 @@ rule_from_generator = _stage_rule(
     "(from_tensor_slices / tf ops); every element now takes a Python round trip under the GIL",
     lambda ctx, st: st.is_generator,
 )
-rule_per_example_parse = _stage_rule(
-    "per_example_parse",
-    "Examples parsed one at a time before batch",
-    "batch first, then parse the whole batch with one tf.io.parse_example (run file: "
-    "pipeline.parse: batched)",
-    lambda ctx, st: (
-        st.has_parse and not st.batched and not st.has_py_func and _batch_after(ctx.graph, st)
-    ),
-)
-rule_per_example_map = _stage_rule(
-    "per_example_map",
-    "per-example map that could run on batches",
-    "move the map after batch() and write it for a batch (vectorized): the per-call "
-    "overhead (~20 us) is then paid once per batch",
-    lambda ctx, st: (
+
+
+def _per_example_parse(ctx: Evidence, st: lint.GraphStage) -> bool:
+    return st.has_parse and not st.batched and not st.has_py_func and _batch_after(ctx.graph, st)
+
+
+def _batchable_map(ctx: Evidence, st: lint.GraphStage) -> bool:
+    return (
         _per_example_map(ctx, st)
         and not (st.has_parse or st.has_py_func or st.is_generator)
         and ctx.share(st.index) >= MIN_STAGE_SHARE
         # Not for a file read or image decode (no batched op): parallel instead (last: the
         # pfor trace is the costly check).
         and _per_element(ctx, st) is None
-    ),
+    )
+
+
+def _vectorizable(ctx: Evidence, st: lint.GraphStage) -> bool:
+    return _per_example_parse(ctx, st) or _batchable_map(ctx, st)
+
+
+rule_per_example_parse = _stage_rule(
+    "per_example_parse",
+    "Examples parsed one at a time before batch",
+    "batch first, then parse the whole batch with one tf.io.parse_example (run file: "
+    "pipeline.parse: batched)",
+    _per_example_parse,
 )
+rule_per_example_map = _stage_rule(
+    "per_example_map",
+    "per-example map that could run on batches",
+    "move the map after batch() and write it for a batch (vectorized): the per-call "
+    "overhead (~20 us) is then paid once per batch",
+    _batchable_map,
+)
+
+
+def _sequential(ctx: Evidence, st: lint.GraphStage) -> bool:
+    return (
+        st.kind in ("map", "map_batch", "parse")
+        and st.parallelism is None
+        and ctx.share(st.index) >= MIN_STAGE_SHARE
+    )
 
 
 def rule_sequential_map(ctx: Evidence) -> list[Finding]:
     out = []
     share = 1.0 - 1.0 / max(1, ctx.cores)
-    for st in ctx.graph.stages:
-        if (
-            st.kind in ("map", "map_batch", "parse")
-            and st.parallelism is None
-            and ctx.share(st.index) >= MIN_STAGE_SHARE
-        ):
-            # A Python function holds the GIL; other maps run wholly in parallel (alone: a
-            # batched rewrite of the same stage is its own finding, combined in predicted.py).
-            left = PY_PARALLEL if st.has_py_func else 1.0
-            f = _stage_finding(
-                ctx,
-                st,
-                "sequential_map",
-                "map without parallelism",
-                "pass num_parallel_calls=tf.data.AUTOTUNE (run file: "
-                "pipeline.preprocess_parallelism: auto)",
-                share * left,
-                saves_cpu=False,
-            )
-            f.evidence += f"; {ctx.cores} cores available"
-            why = None if st.has_py_func else _per_element(ctx, st)
-            f.evidence += f"; it cannot run on whole batches: {why}" if why else ""
-            out.append(f)
+    stages = [st for st in ctx.graph.stages if _sequential(ctx, st)]
+    measured = measured_rewrite(ctx, PARALLEL, stages)
+    if measured is not None and measured[0] < SLOWER * ctx.pipeline:
+        return []  # timed: parallel maps are slower on this host (overheads, GIL)
+    if measured is not None and measured[0] <= ctx.pipeline:
+        measured = None  # within the noise (e.g. other jobs on the cores): the estimate
+    for st in stages:
+        # A Python function holds the GIL; other maps run wholly in parallel (alone: a
+        # batched rewrite of the same stage is its own finding, combined in predicted.py).
+        left = PY_PARALLEL if st.has_py_func else 1.0
+        f = _stage_finding(
+            ctx,
+            st,
+            "sequential_map",
+            "map without parallelism",
+            "pass num_parallel_calls=tf.data.AUTOTUNE (run file: "
+            "pipeline.preprocess_parallelism: auto)",
+            share * left,
+            saves_cpu=False,
+            measured=measured,
+        )
+        f.evidence += f"; {ctx.cores} cores available"
+        f.evidence += f"; timed in parallel: {number(measured[0])} ex/s" if measured else ""
+        why = None if st.has_py_func else _per_element(ctx, st)
+        f.evidence += f"; it cannot run on whole batches: {why}" if why else ""
+        out.append(f)
     return out
 
 
@@ -291,7 +338,13 @@ def rule_no_cache(ctx: Evidence) -> list[Finding]:
             f"(~{min(cost * ctx.pipeline, 1):.0%} of the pipeline); their {n:,} "
             f"elements take ~{size / 2**20:,.1f} MiB (budget {ctx.budget / 2**20:,.0f} MiB)",
             f"add .cache() after {last.label} (before any shuffle or random augmentation; run "
-            "file: pipeline.cache_preprocessed: true)",
+            "file: pipeline.cache_preprocessed: true)"
+            + (
+                f"; {moved.label} shuffles the source: shuffle after the cache instead "
+                "(e.g. list_files(..., shuffle=False), then .cache().shuffle(number of elements))"
+                if (moved := source_shuffle(ctx.graph)) is not None
+                else ""
+            ),
             f"epochs after the first: pipeline ~{number(new_p)} ex/s; training ~{gain:.1f}x faster",
             gain,
             "input",

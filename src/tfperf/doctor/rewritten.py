@@ -1,0 +1,53 @@
+"""The pipeline alone with the rewrites `--fix` tries first (per-example maps vectorized
+over the batch, every map parallel), timed by the diagnosis beside the original: the cost
+model reads their rate and CPU time instead of estimating them from the stages' costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfperf.doctor import lint
+from tfperf.doctor.evidence import PARALLEL, VECTORIZED
+from tfperf.doctor.rewrites_io import parallel_maps
+from tfperf.doctor.target import dataset_probe
+from tfperf.doctor.vectorize import vectorize_maps
+from tfperf.measure import Measurement, Probe
+
+
+def _vectorized(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+    """The pipeline with its per-example maps vectorized, when pfor converted one (its
+    fallback alone, the maps made parallel, is the other probe)."""
+    result = vectorize_maps(graph, ds)
+    return result.dataset if result.done else None
+
+
+def rewrite_probes(
+    graph: lint.DatasetGraph, ds: Any, d: Any, errors: dict[str, Exception], limit: float
+) -> list[Probe]:
+    """The pipeline alone with the rewrites --fix tries first, where they change something:
+    per-example maps vectorized over the batch, and every map parallel. The cost model reads
+    their rate and CPU time instead of estimating them from the stages' costs."""
+    builds = {
+        VECTORIZED: lambda: _vectorized(graph, ds),
+        PARALLEL: lambda: parallel_maps(graph, ds),
+    }
+    out = []
+    for name, build in builds.items():
+        try:
+            rewritten = build()
+        except Exception as exc:  # noqa: BLE001 - a rewrite that cannot be built: estimated
+            errors[name] = exc
+            continue
+        if rewritten is not None:
+            out.append(dataset_probe(name, rewritten, d, time_limit=limit))
+    return out
+
+
+def rewritten_costs(measured: dict[str, Measurement], errors: dict[str, Exception]) -> dict:
+    """(examples/s, CPU s per example) of each rewritten pipeline that was timed."""
+    return {
+        name: (m.examples_per_s.median, m.cpu_us_per_example.median * 1e-6)
+        for name, m in measured.items()
+        if name in (VECTORIZED, PARALLEL) and name not in errors and m.examples_per_s.median > 0
+    }
