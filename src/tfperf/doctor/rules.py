@@ -1,9 +1,9 @@
 """The doctor's judgement: every rule run on the `Evidence` (evidence.py) and the findings
 ranked. The rules live by subject: rules_pipeline.py (the stages' costs), rules_model.py
 (batch, precision, resume, scale out), rules_cache.py (a cache after a random augmentation),
-rules_arrays.py (large arrays in the graph), rules_order.py (shuffle and repeat in the wrong
-order). Ranking: RAM risks first, then a wrong stage order, then by expected speedup, ties
-broken by PRIORITY.
+rules_arrays.py (large arrays in the graph), rules_ram.py (a shuffle buffer over the RAM
+budget), rules_order.py (shuffle and repeat in the wrong order). Ranking: RAM risks first,
+then a wrong stage order, then by expected speedup, ties broken by PRIORITY.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from tfperf.doctor.rules_pipeline import (
     rule_per_example_parse,
     rule_py_function,
     rule_sequential_map,
-    rule_shuffle_budget,
 )
+from tfperf.doctor.rules_ram import rule_shuffle_budget
 
 # Ties in expected gain are broken by this order (the more specific cause first).
 PRIORITY = (

@@ -1,7 +1,7 @@
 """The doctor's rules about the pipeline's stages: what each stage costs and the change that
 removes it (a Python function or generator, a per-example parse or map, a sequential map,
-files read one after another, no prefetch, no cache, a shuffle buffer over the RAM budget,
-float64 outputs, deterministic order). Each reads the `Evidence` and measures nothing.
+files read one after another, no prefetch, no cache, float64 outputs, deterministic
+order). Each reads the `Evidence` and measures nothing.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 from tfperf.doctor import lint
 from tfperf.doctor.evidence import PARALLEL, VECTORIZED, Evidence
 from tfperf.doctor.findings import Finding
@@ -286,34 +285,6 @@ def rule_no_prefetch(ctx: Evidence) -> list[Finding]:
             last.index,
         )
     ]
-
-
-def rule_shuffle_budget(ctx: Evidence) -> list[Finding]:
-    out = []
-    for st in ctx.graph.stages:
-        per = ctx.shuffle_bytes.get(st.index)
-        if st.kind != "shuffle" or per is None or not st.buffer_size or st.buffer_size < 0:
-            continue
-        plan = plan_shuffle_buffer(st.buffer_size, per, ctx.budget / 2**20)
-        if plan.granted >= plan.requested:
-            continue
-        out.append(
-            Finding(
-                "shuffle_over_budget",
-                "shuffle buffer larger than the RAM budget",
-                st.label,
-                f"{st.buffer_size:,} elements x {per:,} B (+{SHUFFLE_OVERHEAD_BYTES} B each) = "
-                f"{plan.requested_bytes / 2**20:,.1f} MiB; budget {ctx.budget / 2**20:,.1f} MiB "
-                "(pipeline.shuffle_ram_mb, at most half the free RAM)",
-                f"shuffle with a buffer of at most {plan.granted:,} elements, and shuffle the file "
-                "order so that a smaller buffer still mixes well",
-                "no swapping (records swapped to disk starve the model)",
-                None,
-                "risk",
-                st.index,
-            )
-        )
-    return out
 
 
 def rule_no_cache(ctx: Evidence) -> list[Finding]:
