@@ -81,3 +81,10 @@ def test_only_kept_changes_count_and_prefetch_makes_them_overlap():
 def test_nothing_kept_predicts_nothing():
     diag = diagnosis([finding("per_example_parse", 95e-6, 95e-6)])
     assert predict([trial("vectorize per-example maps", kept=False)], diag) is None
+
+
+def test_vectorize_that_only_made_maps_parallel_is_predicted_as_parallel():
+    diag = diagnosis([finding("sequential_map", 50e-6, 0.0)])  # no map runs on batches
+    trials = [trial("vectorize per-example maps")]
+    whole = predict(trials, diag)
+    assert trials[0].predicted == pytest.approx(whole) and whole > 1.0

@@ -33,10 +33,15 @@ PREDICTED_BY = {
 }
 
 
-def _codes(trial: Any) -> tuple[str, ...]:
-    return (
-        ("precision",) if trial.name.startswith("precision ") else PREDICTED_BY.get(trial.name, ())
-    )
+def _codes(trial: Any, diag: Diagnosis) -> tuple[str, ...]:
+    if trial.name.startswith("precision "):
+        return ("precision",)
+    codes = PREDICTED_BY.get(trial.name, ())
+    found = {f.code for f in diag.findings}
+    if trial.name == "vectorize per-example maps" and not found & set(codes):
+        # No map could run on batches: vectorize's fallback makes them parallel.
+        return ("sequential_map",)
+    return codes
 
 
 def _savings(diag: Diagnosis, found: list[Finding]) -> tuple[float, float]:
@@ -92,7 +97,7 @@ def predict(trials: list[Any], diag: Diagnosis) -> float | None:
     the tuned pipeline was kept)."""
     kept: set[str] = set()
     for t in trials:
-        codes = set(_codes(t))
+        codes = set(_codes(t, diag))
         if not any(f.code in codes for f in diag.findings):
             t.predicted = None
             continue
