@@ -186,3 +186,24 @@ def test_each_kept_graph_edit_is_a_code_edit_on_its_line(tmp_path):
     assert edits[0].startswith(f"{names[0]}: {where}:5: read several files at once")
     assert edits[1].startswith(f"{CAP_SHUFFLE}: {where}:6: pass .shuffle() a buffer_size")
     assert edits[2].startswith(f"parallel batch: {where}:8: pass num_parallel_calls")
+
+
+LIST_FILES_PIPELINE = """import tensorflow as tf
+
+
+def make_dataset(batch_size=32):
+    files = tf.data.Dataset.list_files("photos/*.png")
+    return files.map(tf.io.read_file).batch(batch_size)
+"""
+
+
+def test_the_cache_edit_points_at_the_shuffled_source(tmp_path):
+    from tfperf.doctor.pipeline_file import code_edits
+
+    (tmp_path / "photos_pipe.py").write_text(LIST_FILES_PIPELINE)
+    cfg = tfperf.config_from_dict({"data": {"pipeline": f"{tmp_path}/photos_pipe.py:make_dataset"}})
+    (edit,) = code_edits(cfg, ["cache the deterministic prefix"])
+    assert edit.startswith(
+        f"cache the deterministic prefix: {tmp_path / 'photos_pipe.py'}:5: add .cache()"
+    )
+    assert "list_files(..., shuffle=False)" in edit and "deterministic = False" not in edit

@@ -100,6 +100,19 @@ def _pair(
     return a, b, compare(a, b, min_gain=MIN_GAIN)
 
 
+def cause(exc: Exception) -> str:
+    """The line of an error that says what went wrong: TensorFlow's runtime errors start
+    with "Graph execution error:" and a Python traceback of where the op was defined."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    said = [
+        ln
+        for ln in lines
+        if not ln.startswith(("[[", "File ", "Graph execution error", "Detected at node"))
+        and not ln.startswith(("<", "defined at"))
+    ]
+    return said[-1] if said else (lines[0] if lines else "")
+
+
 class Skipped(Exception):
     """A candidate that is not tried: not applicable, or it changes the examples."""
 
@@ -127,8 +140,8 @@ def run_trial(
         trials.append(FixTrial(name, change, None, False, str(why)))
         return None
     except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
-        first = (str(exc).splitlines() or [""])[0]
-        trials.append(FixTrial(name, change, None, False, f"{type(exc).__name__}: {first[:160]}"))
+        why = f"{type(exc).__name__}: {cause(exc)[:160]}"
+        trials.append(FixTrial(name, change, None, False, why))
         return None
     reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
     # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).

@@ -111,7 +111,9 @@ _EDITS = {
     "ds = ds.with_options(options) (training order no longer fixed)",
     "prefetch": "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
     "cache": "add .cache() after the last deterministic stage (before shuffle, repeat and "
-    "random augmentation)",
+    "random augmentation); a source shuffled first (list_files shuffles by default) is "
+    "shuffled after the cache instead: list_files(..., shuffle=False), then "
+    ".map(...).cache().shuffle(number of elements)",
     "float32": "cast float64 outputs to float32 (tf.cast(x, tf.float32)) in the last map",
     "reads": "read several files at once: files.interleave(tf.data.TFRecordDataset, "
     "cycle_length=min(files, 16), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
@@ -130,9 +132,9 @@ def _edit_kind(name: str) -> str:
         ("parallel batch", "batch"),
         ("shuffle", "shuffle"),
         ("parallel", "parallel"),
+        ("cache", "cache"),  # before "determin": "cache the deterministic prefix"
         ("determin", "order"),
         ("prefetch", "prefetch"),
-        ("cache", "cache"),
         ("float32", "float32"),
     ):
         if key in n:
@@ -169,7 +171,11 @@ def _line_of(kind: str, code: list[str]) -> int | None:
         slow = [i for i in maps if "num_parallel_calls" not in code[i]]
         return slow[0] if slow else (maps[0] if maps else None)
     if kind == "cache":
-        shuffles = [i for i, c in enumerate(code) if ".shuffle(" in c or ".repeat(" in c]
+        shuffles = [
+            i
+            for i, c in enumerate(code)
+            if any(k in c for k in (".shuffle(", ".repeat(", "list_files("))
+        ]
         return shuffles[0] if shuffles else (returns[-1] if returns else None)
     if kind == "float32" and maps:
         return maps[-1]
