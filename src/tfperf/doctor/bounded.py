@@ -33,6 +33,13 @@ class Bounded:
     oversize_caches: list[tuple[lint.GraphStage, int | None, int]] = field(default_factory=list)
 
     @property
+    def cache_notes(self) -> list[str]:
+        return [
+            f"{st.label}: timed without the cache (it would outgrow the RAM budget)"
+            for st, _, _ in self.oversize_caches
+        ]
+
+    @property
     def notes(self) -> list[str]:
         out = [
             f"{st.label}: timed with a buffer of {self.capped[st.index]:,} elements (the "
@@ -40,10 +47,7 @@ class Bounded:
             for st in self.graph.stages
             if st.index in self.capped
         ]
-        out += [
-            f"{st.label}: timed without the cache (it would outgrow the RAM budget)"
-            for st, _, _ in self.oversize_caches
-        ]
+        out += self.cache_notes
         return out
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+MAX_PIPELINE_GAIN = 50.0  # a stage fix never promises more than this (measured ~50x at best)
+
 
 @dataclass(frozen=True)
 class Costs:
@@ -41,6 +43,11 @@ class Costs:
         return replace(
             self, pipeline=rate, pipeline_cpu=self.pipeline_cpu if cpu is None else max(cpu, 0)
         )
+
+    def pipeline_without(self, seconds_per_example: float) -> float:
+        """Pipeline examples/s once `seconds_per_example` of its wall time is gone."""
+        p = self.pipeline
+        return 1.0 / max(1.0 / p - seconds_per_example, 1.0 / (p * MAX_PIPELINE_GAIN))
 
     def compute_changed(self, rate: float) -> Costs:
         """These costs with the compute limit at `rate`: the step's CPU time per example

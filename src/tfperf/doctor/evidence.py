@@ -17,7 +17,6 @@ from tfperf.doctor.user_source import UserSource
 # The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
 VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
 HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
-MAX_PIPELINE_GAIN = 50.0  # a stage fix never promises more than this (measured ~50x at best)
 
 
 def verdict_for(fraction: float) -> str:
@@ -85,9 +84,7 @@ class Evidence:
 
     def pipeline_without(self, seconds_per_example: float) -> float:
         """Pipeline examples/s once `seconds_per_example` of stage time is gone."""
-        p = self.pipeline
-        left = max(1.0 / p - seconds_per_example, 1.0 / (p * MAX_PIPELINE_GAIN))
-        return 1.0 / left
+        return self.costs.pipeline_without(seconds_per_example)
 
     def cpu_of(self, seconds_per_example: float) -> float:
         """CPU seconds per example behind `seconds_per_example` of the pipeline's wall time

@@ -104,12 +104,8 @@ def cause(exc: Exception) -> str:
     """The line of an error that says what went wrong: TensorFlow's runtime errors start
     with "Graph execution error:" and a Python traceback of where the op was defined."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    said = [
-        ln
-        for ln in lines
-        if not ln.startswith(("[[", "File ", "Graph execution error", "Detected at node"))
-        and not ln.startswith(("<", "defined at"))
-    ]
+    noise = ("[[", "File ", "<", "Graph execution error", "Detected at node", "defined at")
+    said = [ln for ln in lines if not ln.startswith(noise)]
     return said[-1] if said else (lines[0] if lines else "")
 
 

@@ -180,8 +180,7 @@ def fix_dataset(
     outcome = final_check(original, optimized, d, tick, trials)
     if not outcome.keep:
         best_ds, changes, kept = ds, [], {}
-    for st, _, _ in capped.oversize_caches:  # timed without; the user's code keeps it
-        note = f"{st.label}: timed without the cache (it would outgrow the RAM budget)"
+    for note in capped.cache_notes:  # timed without it; the user's code keeps it
         trials.insert(0, FixTrial("cache over budget", note, None, False, "RAM budget"))
     if caps:  # RAM safety, not speed: kept without a trial (the original cannot run)
         sizes = "; ".join(str(c) for c in caps)

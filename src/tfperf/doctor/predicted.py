@@ -8,7 +8,6 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from tfperf.doctor.evidence import MAX_PIPELINE_GAIN
 from tfperf.doctor.findings import Diagnosis, Finding
 
 # Findings whose change a candidate makes (by candidate name): its predicted gain is theirs.
@@ -76,10 +75,7 @@ def training_after(diag: Diagnosis, codes: set[str]) -> float | None:
         return None
     found = [f for f in diag.findings if f.code in codes]
     wall, cpu = _savings(diag, found)
-    p = costs.pipeline
-    after = costs.pipeline_changed(
-        1.0 / max(1.0 / p - wall, 1.0 / (p * MAX_PIPELINE_GAIN)), costs.pipeline_cpu - cpu
-    )
+    after = costs.pipeline_changed(costs.pipeline_without(wall), costs.pipeline_cpu - cpu)
     computes = [f.new_compute for f in found if f.new_compute]
     if computes:
         after = after.compute_changed(max(computes))

@@ -93,7 +93,8 @@ def cache_work(graph: lint.DatasetGraph, ds: Any, budget: int) -> Any | None:
     rest = graph.stages[end.index + 1 :]
     if any(s.kind not in REAPPLIED for s in rest):
         return None
-    shuffle = source_shuffle(graph)
+    # A shuffle in the prefix is its source shuffle (a deterministic prefix has none).
+    shuffle = next((s for s in prefix if s.kind == "shuffle"), None)
     work = _without(graph, shuffle) if shuffle is not None else graph
     cached = lint.prefix_dataset(work, end)
     n = lint.known_cardinality(cached)

@@ -7,7 +7,6 @@ order). Each reads the `Evidence` and measures nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from tfperf.doctor import lint
 from tfperf.doctor.evidence import PARALLEL, VECTORIZED, Evidence
@@ -120,7 +119,9 @@ def _per_element(ctx: Evidence, st: lint.GraphStage) -> Refused | None:
     return why if why is not None and why.per_element else None
 
 
-def measured_rewrite(ctx: Evidence, variant: str, stages: list[lint.GraphStage]) -> Any:
+def measured_rewrite(
+    ctx: Evidence, variant: str, stages: list[lint.GraphStage]
+) -> tuple[float, float] | None:
     """(examples/s, CPU s per example) of the pipeline alone with --fix's rewrite `variant`
     when the diagnosis timed it and one stage alone can claim its gain; else None."""
     return ctx.rewritten.get(variant) if len(stages) == 1 else None
@@ -135,8 +136,10 @@ def _stage_rule(
 
     def rule(ctx: Evidence) -> list[Finding]:
         stages = [st for st in ctx.graph.stages if applies(ctx, st)]
-        claims = [st for st in ctx.graph.stages if _vectorizable(ctx, st)]
-        measured = measured_rewrite(ctx, VECTORIZED, claims) if code in BATCHED else None
+        measured = None
+        if code in BATCHED:  # one vectorized pipeline: its gain is one stage's to claim
+            claims = [st for st in ctx.graph.stages if _vectorizable(ctx, st)]
+            measured = measured_rewrite(ctx, VECTORIZED, claims)
         out = []
         for st in stages:
             f = _stage_finding(ctx, st, code, title, change, REMOVED[code], measured=measured)
