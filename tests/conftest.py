@@ -64,7 +64,9 @@ def tmpfs(tmp_path):
 
     yield mount
     for where in mounted:
-        subprocess.run(["umount", str(where)], check=False)
+        # Lazy: a child process that is still closing its files would keep a plain umount
+        # busy and leave the mount behind (pytest then cannot remove tmp_path).
+        subprocess.run(["umount", "--lazy", str(where)], check=False)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

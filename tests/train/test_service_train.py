@@ -61,8 +61,10 @@ def test_train_through_the_service_reaches_the_local_loss(tmp_path, cli):
     assert remote_eval == pytest.approx(b, abs=1e-5)  # the same examples, in another order
     print(f"eval loss after {STEPS} steps: local {a:.4f}, through the service {b:.4f}")
     # Same data, model and seed; only the batch order differs (2 workers, each its own
-    # shuffle): both learn the task (from ~0.69; measured 0.035 and 0.033) to within 0.05.
-    assert a < 0.2 and b < 0.2 and abs(a - b) < 0.05, (a, b)
+    # shuffle; the local run reads non-deterministically, so its loss varies run to run:
+    # measured 0.056-0.099 local, 0.031-0.040 served). Both learn the task (from ~0.69),
+    # and the service's order costs nothing: its loss is not above the local one + 0.05.
+    assert a < 0.2 and b < 0.2 and b < a + 0.05, (a, b)
 
 
 def test_a_bad_mode_is_refused_before_anything_starts(tmp_path):
