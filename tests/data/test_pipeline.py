@@ -397,6 +397,23 @@ def test_read_block_is_about_a_megabyte_of_records(record_bytes, block):
     assert read_block(record_bytes) == block
 
 
+@pytest.mark.parametrize(("shuffle", "block"), [(10_000, 256), (1024, 64), (64, 16), (0, 16)])
+def test_read_block_leaves_the_shuffle_buffer_many_blocks(shuffle, block):
+    from tfperf.data.pipeline import read_block
+
+    assert read_block(245, shuffle) == block
+
+
+def test_a_small_shuffle_buffer_still_mixes_shards(tmp_path):
+    # Tiny records: ~1 MB blocks would be whole shards, and a buffer of 32 would then
+    # hand out one shard's records for the first 256 examples.
+    files = write_shards(tmp_path, shards=4, per_shard=256)
+    opts = PipelineConfig(batch_size=8, shuffle_buffer=32, repeat=False, seed=3)
+    ds = make_dataset(files, opts, training=True, parse=SCHEMA.parse_batch, records=1024)
+    first = ids_of(ds, limit=8)  # the first 64 examples
+    assert len({i // 256 for i in first}) >= 3, first
+
+
 def test_training_reads_in_blocks_and_yields_every_record_once(tmp_path):
     files = write_shards(tmp_path, shards=3, per_shard=40)
     opts = PipelineConfig(batch_size=8, shuffle_buffer=0, repeat=False)

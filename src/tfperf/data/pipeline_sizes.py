@@ -46,11 +46,20 @@ def plan_shuffle_buffer(requested: int, record_bytes: int, budget_mb: float) -> 
 # Records per block handed from the reader threads (training): ~1 MB, at most this many.
 READ_BLOCK_BYTES = 2**20
 MAX_READ_BLOCK = 256
+# A block is a run of one shard's consecutive records: the record shuffle must hold this
+# many blocks to mix shards; never below the interleave's record-path block of 16.
+BLOCKS_PER_SHUFFLE = 16
+MIN_SHUFFLE_BLOCK = 16
 
 
-def read_block(record_bytes: int) -> int:
-    """Records per block for records of `record_bytes` (~1 MB blocks, 1..MAX_READ_BLOCK)."""
-    return max(1, min(MAX_READ_BLOCK, READ_BLOCK_BYTES // max(1, record_bytes)))
+def read_block(record_bytes: int, shuffle_buffer: int | None = None) -> int:
+    """Records per block for records of `record_bytes` (~1 MB blocks, 1..MAX_READ_BLOCK),
+    at most 1/16 of `shuffle_buffer` (but >= 16) when one is given: a small shuffle buffer
+    fed whole blocks would train on long runs of one shard (often one class)."""
+    block = max(1, min(MAX_READ_BLOCK, READ_BLOCK_BYTES // max(1, record_bytes)))
+    if shuffle_buffer is None:
+        return block
+    return min(block, max(MIN_SHUFFLE_BLOCK, shuffle_buffer // BLOCKS_PER_SHUFFLE))
 
 
 def record_bytes(files: Sequence[str], records: int | None, compression: str = "") -> int:
