@@ -106,6 +106,11 @@ class GraphStage:
     batched: bool = False  # a batch stage is at or before this one
 
     @property
+    def padded(self) -> bool:
+        """A padded_batch: it pads each example to the batch's longest."""
+        return self.op.startswith("PaddedBatch")
+
+    @property
     def has_py_func(self) -> bool:
         return bool(self.fn_ops & PY_FUNC_OPS)
 

@@ -41,7 +41,10 @@ def batch_before_map(graph: lint.DatasetGraph, ds: Any) -> tuple[Any, str] | Non
     stages = graph.stages
     for i, st in enumerate(stages[:-1]):
         nxt = stages[i + 1]
-        if st.kind == "map" and not st.batched and nxt.kind == "batch" and not st.has_py_func:
+        # A padded_batch pads the map's output (its padded shapes are the map's): it keeps
+        # its map before it.
+        movable = nxt.kind == "batch" and not nxt.padded
+        if st.kind == "map" and not st.batched and movable and not st.has_py_func:
             break
     else:
         return None

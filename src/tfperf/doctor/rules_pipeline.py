@@ -142,7 +142,8 @@ def _stage_rule(
             measured = measured_rewrite(ctx, VECTORIZED, claims)
         out = []
         for st in stages:
-            f = _stage_finding(ctx, st, code, title, change, REMOVED[code], measured=measured)
+            edit = change + _padded_hint(ctx, st) if code == "per_example_parse" else change
+            f = _stage_finding(ctx, st, code, title, edit, REMOVED[code], measured=measured)
             f.evidence += (
                 f"; timed with the rewrite: {number(measured[0])} ex/s" if measured else ""
             )
@@ -151,6 +152,18 @@ def _stage_rule(
 
     rule.__name__ = f"rule_{code}"
     return rule
+
+
+def _padded_hint(ctx: Evidence, st: lint.GraphStage) -> str:
+    """How to parse by batch when the examples are padded_batch'ed (varying lengths)."""
+    after = [b for b in ctx.graph.stages if b.index > st.index and b.kind == "batch"]
+    if not after or not after[0].padded:
+        return ""
+    return (
+        "; before padded_batch: .batch() the records, parse_example the batch, and pad with "
+        "tf.sparse.to_dense on each VarLenFeature's SparseTensor (or .to_tensor() on a "
+        "RaggedFeature): the batch's longest, as padded_batch pads"
+    )
 
 
 rule_py_function = _stage_rule(

@@ -77,7 +77,7 @@ def dataset_probe(
     """The pipeline alone; with `batch_size` its elements are single examples, batched here
     so that each pull is one batch as in training. `time_limit`: seconds per repeat."""
     if batch_size:
-        ds = ds.batch(batch_size)
+        ds = _batch_any(ds, batch_size)
     # Under a time limit the batches are pulled in quarters, so that the limit can bite.
     chunk = d.steps if time_limit is None else max(1, d.steps // 4)
     return pipeline_probe(
@@ -89,6 +89,19 @@ def dataset_probe(
         chunk=chunk,
         time_limit=time_limit,
     )
+
+
+def _batch_any(ds: Any, batch_size: int) -> Any:
+    """Batched as training would be; examples of varying shape (a parse before padded_batch
+    or bucket_by_sequence_length) cannot stack, so they batch as ragged tensors."""
+    import tensorflow as tf
+
+    specs = tf.nest.flatten(ds.element_spec)
+    if all(isinstance(s, tf.TensorSpec) for s in specs) and not all(
+        s.shape.is_fully_defined() for s in specs
+    ):
+        return ds.ragged_batch(batch_size)
+    return ds.batch(batch_size)
 
 
 def train_probe(
