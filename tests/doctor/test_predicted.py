@@ -88,3 +88,24 @@ def test_vectorize_that_only_made_maps_parallel_is_predicted_as_parallel():
     trials = [trial("vectorize per-example maps")]
     whole = predict(trials, diag)
     assert trials[0].predicted == pytest.approx(whole) and whole > 1.0
+
+
+def test_a_map_held_before_the_batch_by_a_filter_is_not_the_batch_moves_gain():
+    # map#2 (a parse) -> filter#3 -> map#4 -> batch#5: batch_before_map moves map#4 only.
+    diag = diagnosis(
+        [finding("per_example_parse", 95e-6, 95e-6), finding("per_example_map", 40e-6, 40e-6, 4)]
+    )
+    diag.stages += [
+        StageTiming(3, "filter#3", "filter", 9_000.0, 10.0),
+        StageTiming(4, "map#4", "map", 6_000.0, 40.0),
+        StageTiming(5, "batch#5", "batch", 6_000.0, 0.0),
+    ]
+    trials = [trial("batch before per-example map")]
+    whole = predict(trials, diag)
+    assert trials[0].predicted == pytest.approx(1e6 / 160 / 5000, rel=1e-3)  # 200 - 40 us
+    assert whole == pytest.approx(trials[0].predicted)
+    # with no filter between them, vectorize moves the parse too: the two savings together
+    diag.stages = [s for s in diag.stages if s.kind != "filter"]
+    trials = [trial("vectorize per-example maps")]
+    predict(trials, diag)
+    assert trials[0].predicted == pytest.approx(1e6 / 65 / 5000, rel=1e-3)  # 200 - 95 - 40

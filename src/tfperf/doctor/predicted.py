@@ -43,6 +43,40 @@ def _codes(trial: Any, diag: Diagnosis) -> tuple[str, ...]:
     return codes
 
 
+# The stages a map may pass on its way to the batch, by trial: batch_before_map moves only
+# the map right before a batch; vectorize also moves maps across shuffles and prefetches.
+MOVES_ACROSS = {
+    "batch before per-example map": frozenset(),
+    "vectorize per-example maps": frozenset({"map", "shuffle", "prefetch"}),
+}
+
+
+# Findings bound to a stage that must move after the batch for their change to apply.
+STAGE_BOUND = frozenset({"per_example_parse", "per_example_map"})
+
+
+def _moved(diag: Diagnosis, trial: str, codes: set[str]) -> set[int] | None:
+    """Indices of the stages `trial` moves after the batch (None: all of them, e.g. the run
+    file's batched parse). A map followed by a filter, say, stays per-example: its finding
+    is not this trial's."""
+    if not codes & STAGE_BOUND:
+        return set()
+    across = MOVES_ACROSS.get(trial)
+    if across is None:
+        return None
+    out = set()
+    stages = sorted(diag.stages, key=lambda s: s.index)
+    for f in diag.findings:
+        if f.code not in codes or f.stage_index is None:
+            continue
+        after = [s.kind for s in stages if s.index > f.stage_index]
+        # No batch stage timed after it (e.g. not measurable): the finding counts.
+        to_batch = after[: after.index("batch")] if "batch" in after else []
+        if set(to_batch) <= across:
+            out.add(f.stage_index)
+    return out
+
+
 def _savings(diag: Diagnosis, found: list[Finding]) -> tuple[float, float]:
     """Wall and CPU seconds per example the findings' changes save together. Changes of one
     stage compound (a batched parse, then what is left of it in parallel) rather than add."""
@@ -65,7 +99,9 @@ def _savings(diag: Diagnosis, found: list[Finding]) -> tuple[float, float]:
     return wall, cpu
 
 
-def training_after(diag: Diagnosis, codes: set[str]) -> float | None:
+def training_after(
+    diag: Diagnosis, codes: set[str], stages: set[int] | None = None
+) -> float | None:
     """Training examples/s the cost model expects once the changes of the findings with
     these codes are all made (None without measured costs): their pipeline savings add up,
     the best compute limit among them counts, and the measured training rate sets the scale
@@ -74,6 +110,8 @@ def training_after(diag: Diagnosis, codes: set[str]) -> float | None:
     if costs is None:
         return None
     found = [f for f in diag.findings if f.code in codes]
+    if stages is not None:  # of the stage-bound findings, only those of these stages
+        found = [f for f in found if f.code not in STAGE_BOUND or f.stage_index in stages]
     wall, cpu = _savings(diag, found)
     after = costs.pipeline_changed(costs.pipeline_without(wall), costs.pipeline_cpu - cpu)
     computes = [f.new_compute for f in found if f.new_compute]
@@ -92,18 +130,22 @@ def predict(trials: list[Any], diag: Diagnosis) -> float | None:
     gain expected of all kept changes over the original (None: none predicted, e.g. only
     the tuned pipeline was kept)."""
     kept: set[str] = set()
+    kept_moved: set[int] | None = set()  # stages the kept changes moved after the batch
     for t in trials:
         codes = set(_codes(t, diag))
         if not any(f.code in codes for f in diag.findings):
             t.predicted = None
             continue
-        before, after = training_after(diag, kept), training_after(diag, kept | codes)
+        moved = _moved(diag, t.name, codes)
+        with_t = None if moved is None or kept_moved is None else kept_moved | moved
+        before = training_after(diag, kept, kept_moved)
+        after = training_after(diag, kept | codes, with_t)
         if before and after:
             t.predicted = round(after / before, 3)
         else:  # no measured costs: the findings' own expectation over the original
             gains = [f.expected_speedup for f in diag.findings if f.code in codes]
             t.predicted = round(max(g for g in gains if g), 3) if any(gains) else None
         if t.kept:
-            kept |= codes
-    base, whole = training_after(diag, set()), training_after(diag, kept)
+            kept, kept_moved = kept | codes, with_t
+    base, whole = training_after(diag, set()), training_after(diag, kept, kept_moved)
     return round(whole / base, 3) if kept and base and whole else None
