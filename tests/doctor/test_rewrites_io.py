@@ -207,3 +207,28 @@ def test_the_cache_edit_points_at_the_shuffled_source(tmp_path):
         f"cache the deterministic prefix: {tmp_path / 'photos_pipe.py'}:5: add .cache()"
     )
     assert "list_files(..., shuffle=False)" in edit and "deterministic = False" not in edit
+
+
+FILTERED_PIPELINE = """import tensorflow as tf
+
+
+def make_dataset(files, batch_size=32):
+    ds = tf.data.TFRecordDataset(files)
+    ds = ds.map(tf.strings.length)
+    ds = ds.filter(lambda n: n > 3)
+    ds = ds.map(lambda n: n * 2)
+    return ds.batch(batch_size)
+"""
+
+
+def test_the_batch_move_edit_points_at_the_map_right_before_the_batch(tmp_path):
+    from tfperf.doctor.pipeline_file import code_edits
+
+    (tmp_path / "filtered_pipe.py").write_text(FILTERED_PIPELINE)
+    cfg = tfperf.config_from_dict(
+        {"data": {"pipeline": f"{tmp_path}/filtered_pipe.py:make_dataset"}}
+    )
+    (moved,) = code_edits(cfg, ["batch before per-example map"])
+    where = tmp_path / "filtered_pipe.py"
+    # the map after the filter moves (line 8), not the one the filter holds (line 6)
+    assert moved.startswith(f"batch before per-example map: {where}:8: move this map"), moved

@@ -106,6 +106,8 @@ def code_edits(cfg: Any, kept: list[str]) -> list[str]:
 _EDITS = {
     "vectorize": "batch first, then map a function that takes the whole batch "
     "(tf.io.parse_example instead of tf.io.parse_single_example, batched ops)",
+    "batch_move": "move this map after .batch() (its function already works on a whole "
+    "batch: the same ops, once per batch)",
     "parallel": "pass num_parallel_calls=tf.data.AUTOTUNE to each map and interleave",
     "order": "set options = tf.data.Options(); options.deterministic = False; "
     "ds = ds.with_options(options) (training order no longer fixed)",
@@ -125,7 +127,9 @@ _EDITS = {
 
 def _edit_kind(name: str) -> str:
     n = name.lower()
-    if "vectoriz" in n or "batch before" in n:
+    if "batch before" in n:  # the one map right before the batch
+        return "batch_move"
+    if "vectoriz" in n:
         return "vectorize"
     for key, kind in (
         ("file reads", "reads"),  # before "parallel": these names contain it too
@@ -164,9 +168,10 @@ def _line_of(kind: str, code: list[str]) -> int | None:
     maps = [i for i, c in enumerate(code) if ".map(" in c or ".interleave(" in c]
     batches = [i for i, c in enumerate(code) if ".batch(" in c]
     returns = [i for i, c in enumerate(code) if c.strip().startswith("return")]
-    if kind == "vectorize":
+    if kind in ("vectorize", "batch_move"):
         before = [i for i in maps if batches and i <= batches[0]]
-        return before[0] if before else (maps[0] if maps else None)
+        first_or_last = 0 if kind == "vectorize" else -1
+        return before[first_or_last] if before else (maps[0] if maps else None)
     if kind == "parallel":
         slow = [i for i in maps if "num_parallel_calls" not in code[i]]
         return slow[0] if slow else (maps[0] if maps else None)
