@@ -3,6 +3,7 @@ report piped or redirected is never wrapped: paths stay whole on their line."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 
@@ -91,3 +92,27 @@ def test_cluster_server_says_where_it_serves_on_stdout(tmp_path):
             proc.terminate()
             proc.wait(timeout=60)
     assert out.read_text().startswith("ps 0 serving at localhost:0"), err.read_text()
+
+
+CHATTY_PIPELINE = """
+import tensorflow as tf
+
+def make_dataset(batch_size=8):
+    print("Found 64 files belonging to 2 classes.")  # as keras.utils.*_dataset_from_* do
+    x = tf.random.stateless_uniform([64, 2], seed=[1, 2])
+    return tf.data.Dataset.from_tensor_slices(({"x1": x[:, 0], "x2": x[:, 1]}, x[:, 0])).batch(
+        batch_size
+    )
+"""
+
+
+def test_json_stays_whole_when_the_users_code_prints(tmp_path):
+    (tmp_path / "chatty.py").write_text(CHATTY_PIPELINE)
+    run = write_run(tmp_path, pipeline={"batch_size": 8})
+    doc = yaml.safe_load(open(run))
+    doc["data"] = {"pipeline": "chatty:make_dataset"}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(doc))
+    res = run_tfperf("bench", run, "--json", "--batches", "2", "--repeats", "1", "--warmup", "0")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["format"] == "tfperf.bench/1", res.stdout  # nothing else
+    assert "Found 64 files belonging to 2 classes." in res.stderr  # the print is kept

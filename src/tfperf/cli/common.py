@@ -13,8 +13,8 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from contextlib import contextmanager, redirect_stdout
+from typing import Annotated, Any, TextIO, TypeVar
 
 import typer
 from rich.console import Console
@@ -44,11 +44,34 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 UNWRAPPED_WIDTH = 10_000
 
 
+# The real stdout of the running command(s): while a command runs, what anything else
+# prints to stdout (the user's pipeline or model code, Keras' "Found N files") goes to
+# stderr, so that a report or --json on stdout stays whole.
+_reports: list[TextIO] = []
+
+
+def report_stream() -> TextIO:
+    """Where the running command's report goes: its stdout."""
+    return _reports[-1] if _reports else sys.stdout
+
+
+@contextmanager
+def others_print_to_stderr() -> Iterator[None]:
+    """Runs a command with sys.stdout sent to stderr, its report kept on report_stream()."""
+    _reports.append(report_stream())
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _reports.pop()
+
+
 def stdout_console() -> Console:
     """The console of a command's report, on stdout (progress and logs go to stderr): on a
     terminal it fits the window; redirected or piped (`> file`, `| less`) it never wraps,
     so a path stays whole on its line."""
-    return Console(width=None if sys.stdout.isatty() else UNWRAPPED_WIDTH)
+    out = report_stream()
+    return Console(file=out, width=None if out.isatty() else UNWRAPPED_WIDTH)
 
 
 # TensorFlow's (and xprof's) start-up lines: C++ writes them straight to file descriptor 2,
@@ -145,7 +168,8 @@ def user_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with others_print_to_stderr():
+                return fn(*args, **kwargs)
         except (UserError, FileNotFoundError) as exc:
             print_error(str(exc))
             raise typer.Exit(2) from None
@@ -167,8 +191,9 @@ def command(app: typer.Typer, name: str, help: str, short_help: str) -> Callable
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
+    out = report_stream()
+    out.write(json.dumps(data, indent=2, default=str) + "\n")
+    out.flush()
 
 
 def load_run(runfile: str | None, overrides: list[str] | None) -> Any:

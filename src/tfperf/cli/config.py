@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import sys
 import types
 import typing
 from typing import Annotated, Any
@@ -16,7 +15,15 @@ from pydantic import BaseModel
 from rich.table import Table
 from rich.text import Text
 
-from tfperf.cli.common import JsonOpt, SetOpt, command, load_run, print_json, stdout_console
+from tfperf.cli.common import (
+    JsonOpt,
+    SetOpt,
+    command,
+    load_run,
+    print_json,
+    report_stream,
+    stdout_console,
+)
 from tfperf.config import RunConfig, dump_config
 from tfperf.errors import UserError
 
@@ -140,4 +147,4 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(cfg.model_dump(mode="json", exclude={"source"}))
         else:
-            sys.stdout.write(dump_config(cfg))
+            report_stream().write(dump_config(cfg))

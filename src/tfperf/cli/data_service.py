@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from typing import Annotated, Any
 
 import typer
 
-from tfperf.cli.common import command, console, print_error, stdout_console
+from tfperf.cli.common import command, console, print_error, report_stream, stdout_console
 
 NOTES = """The tf.data service scales input preprocessing out: its workers run the pipeline
 (decoding, augmentation...) on other cores or machines and stream the elements to the
@@ -250,5 +249,6 @@ def _local_stopped(cluster: Any, why: list[str], json_out: bool) -> None:
 
 def _json_line(data: dict[str, Any]) -> None:
     # One line (not print_json's indented block): a parent process reads it with readline().
-    sys.stdout.write(json.dumps(data) + "\n")
-    sys.stdout.flush()
+    out = report_stream()
+    out.write(json.dumps(data) + "\n")
+    out.flush()

@@ -9,7 +9,6 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tfperf.cli.common import (
@@ -18,6 +17,7 @@ from tfperf.cli.common import (
     SetOpt,
     load_run,
     print_json,
+    stdout_console,
     user_errors,
 )
 from tfperf.errors import UserError
@@ -169,7 +169,7 @@ def _once(
     table.add_column("checkpoint")
     for r in rows:
         table.add_row(str(r["step"]), *(f"{r['metrics'][n]:.5g}" for n in names), r["checkpoint"])
-    Console().print(table)
+    stdout_console().print(table)
 
 
 def _rows(evaluator: Any, prefixes: list[str], all_: bool) -> list[dict[str, Any]]:
