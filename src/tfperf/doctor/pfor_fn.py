@@ -13,7 +13,7 @@ from typing import Any
 
 _IMAGE_DECODERS = ("DecodePng", "DecodeJpeg", "DecodeImage", "DecodeBmp", "DecodeGif")
 # Ops that take one element only (a scalar file name or encoded image): no batched form.
-_PER_ELEMENT_OPS = frozenset({*_IMAGE_DECODERS, "DecodeAndCropJpeg", "DecodeWav", "ReadFile"})
+PER_ELEMENT_OPS = frozenset({*_IMAGE_DECODERS, "DecodeAndCropJpeg", "DecodeWav", "ReadFile"})
 _PYTHON_OPS = {
     "PyFunc": "numpy_function",
     "PyFuncStateless": "numpy_function",
@@ -331,7 +331,7 @@ _WHY = {
 def _pfor_refusal(exc: Exception) -> Refused:
     found = re.search(r"No pfor vectorization defined for (\w+)", str(exc))
     if found:
-        return Refused(_reason(found.group(1)), found.group(1) in _PER_ELEMENT_OPS)
+        return Refused(_reason(found.group(1)), found.group(1) in PER_ELEMENT_OPS)
     if "SerializeSparse" in str(exc):
         return Refused(_reason("SerializeSparse"))
     first = (str(exc).splitlines() or [""])[0][:160]

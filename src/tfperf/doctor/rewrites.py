@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from tfperf.doctor import lint
+from tfperf.doctor.pfor_fn import PER_ELEMENT_OPS
 
 # The multiset check is tfperf.measure.examples' (tfperf.testing uses the same one); the
 # doctor's modules import it from here.
@@ -44,7 +45,10 @@ def batch_before_map(graph: lint.DatasetGraph, ds: Any) -> tuple[Any, str] | Non
         # A padded_batch pads the map's output (its padded shapes are the map's): it keeps
         # its map before it.
         movable = nxt.kind == "batch" and not nxt.padded
-        if st.kind == "map" and not st.batched and movable and not st.has_py_func:
+        # A file read or image decode takes one element only: that map stays; a later one
+        # (e.g. an augmentation after unbatch) may move.
+        one_only = bool(st.fn_ops & PER_ELEMENT_OPS) or st.has_py_func
+        if st.kind == "map" and not st.batched and movable and not one_only:
             break
     else:
         return None

@@ -1,7 +1,9 @@
-"""A user pipeline that parses variable-length examples one at a time and pads them with
-padded_batch: the doctor times the parse stage (its examples cannot stack: they are
-batched as ragged to be timed), advises the by-hand batch parse with padding, and --fix
-leaves the padded_batch's map where it is instead of failing a trial on it."""
+"""Which map --fix's 'batch before per-example map' moves, on users' pipelines. Variable-length
+examples parsed one at a time and padded with padded_batch: the doctor times the parse
+stage (its examples cannot stack: they are batched as ragged to be timed), advises the
+by-hand batch parse with padding, and leaves the padded_batch's map where it is. Images
+decoded per file, batched, unbatched and augmented (keras.utils.image_dataset_from_directory
+then .unbatch().map(aug)): the decode stays, the augmentation moves."""
 
 from __future__ import annotations
 
@@ -61,3 +63,22 @@ def test_batch_before_map_leaves_a_padded_batch_alone():
     # a plain batch after the same kind of map still moves (the rewrite is not just off)
     plain = tf.data.Dataset.from_tensor_slices(_records(64)).map(lambda r: r + "x").batch(8)
     assert batch_before_map(lint.read_graph(plain), plain) is not None
+
+
+def test_a_decoding_map_stays_and_the_augmentation_after_unbatch_moves(tmp_path):
+    paths = []
+    for i in range(8):
+        path = str(tmp_path / f"{i}.png")
+        tf.io.write_file(path, tf.io.encode_png(tf.fill([6, 6, 3], tf.constant(i, tf.uint8))))
+        paths.append(path)
+
+    def load(p):
+        return tf.image.resize(tf.io.decode_png(tf.io.read_file(p), channels=3), [4, 4])
+
+    ds = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4).unbatch()
+    ds = ds.map(lambda x: x / 255.0).batch(4)
+    graph = lint.read_graph(ds)
+    maps = [st.label for st in graph.stages if st.kind == "map"]  # the decode ... the division
+    moved, label = batch_before_map(graph, ds)
+    assert label == f"batch before {maps[-1]} (vectorized)", (label, maps)
+    assert lint.read_graph(moved).stages[-1].kind == "map"  # the division now runs on batches
