@@ -56,10 +56,18 @@ def test_the_decode_is_cached_and_the_shuffle_moves_after_it(tmp_path):
     assert first != second or second != third  # still reshuffled each epoch
 
 
-def test_a_partial_shuffle_or_a_small_budget_is_left_alone(tmp_path):
+def test_a_partial_source_shuffle_becomes_a_full_one_after_the_cache(tmp_path):
+    # image_dataset_from_directory shuffles its paths with a buffer of batch_size * 8
     paths = write_files(tmp_path)
-    partial = users_pipeline(paths, buffer=5)  # moving it would change the likely orders
-    assert source_shuffle(lint.read_graph(partial)) is None
-    assert cache_work(lint.read_graph(partial), partial, budget=2**20) is None
+    partial = users_pipeline(paths, buffer=5)
+    fixed = cache_work(lint.read_graph(partial), partial, budget=2**20)
+    assert fixed is not None
+    shuffle = next(s for s in lint.read_graph(fixed).stages if s.kind == "shuffle")
+    assert shuffle.buffer_size == N  # every path, not 5
+    assert collections.Counter(epoch(fixed)) == collections.Counter(epoch(partial))
+
+
+def test_a_small_budget_is_left_alone(tmp_path):
+    paths = write_files(tmp_path)
     ds = users_pipeline(paths)
     assert cache_work(lint.read_graph(ds), ds, budget=100) is None  # 20 x 16 B x 2 > 100 B

@@ -232,3 +232,21 @@ def test_the_batch_move_edit_points_at_the_map_right_before_the_batch(tmp_path):
     where = tmp_path / "filtered_pipe.py"
     # the map after the filter moves (line 8), not the one the filter holds (line 6)
     assert moved.startswith(f"batch before per-example map: {where}:8: move this map"), moved
+
+
+KERAS_PIPELINE = """import keras
+
+
+def make_dataset(batch_size=32):
+    return keras.utils.image_dataset_from_directory("photos", batch_size=batch_size)
+"""
+
+
+def test_the_cache_edit_of_a_keras_loader_caches_its_output(tmp_path):
+    from tfperf.doctor.pipeline_file import code_edits
+
+    (tmp_path / "keras_pipe.py").write_text(KERAS_PIPELINE)
+    cfg = tfperf.config_from_dict({"data": {"pipeline": f"{tmp_path}/keras_pipe.py:make_dataset"}})
+    (edit,) = code_edits(cfg, ["cache the deterministic prefix"])
+    assert edit.startswith(f"cache the deterministic prefix: {tmp_path / 'keras_pipe.py'}:5:")
+    assert "image_dataset_from_directory(..., shuffle=False)" in edit and "list_files" not in edit

@@ -152,7 +152,17 @@ def _edit(name: str, where: str, lines: list[str], start: int) -> str:
     code = [line.split("#")[0] for line in lines]
     at = _line_of(kind, code)
     line = start + (at if at is not None else 0)
-    return f"{name}: {where}:{line}: {_EDITS[kind]}"
+    text = _EDITS[kind]
+    if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
+        text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
+    return f"{name}: {where}:{line}: {text}"
+
+
+_KERAS_CACHE = (
+    "cache Keras' decoded images: image_dataset_from_directory(..., shuffle=False), then "
+    ".unbatch().cache().shuffle(number of images).batch(batch_size) (each file read and "
+    "decoded once, every epoch reshuffled)"
+)
 
 
 # The call a kind of change edits, for kinds whose line is that call's.

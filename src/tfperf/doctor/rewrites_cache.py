@@ -20,17 +20,17 @@ REAPPLIED = ("batch", "shuffle", "prefetch", "repeat", "options")  # stages afte
 
 def source_shuffle(graph: lint.DatasetGraph) -> lint.GraphStage | None:
     """The pipeline's first random stage when it is a shuffle of a finite, deterministic
-    source whose buffer holds all of it (list_files' shuffle): one that can move later."""
+    source (list_files' shuffle; image_dataset_from_directory's, of batch_size * 8 paths):
+    one that can move later. A buffer that held part of the source becomes a full shuffle
+    after the cache: every order equally likely, a fuller shuffle than the user's."""
     first = next((s for s in graph.stages if s.is_random), None)
     if first is None or first.kind != "shuffle" or first.index == 0:
         return None
     before = graph.stages[first.index - 1]
     if any(s.kind in ("repeat", "cache") or s.has_py_func for s in graph.stages[: first.index]):
         return None
-    n = lint.known_cardinality(lint.prefix_dataset(graph, before))
-    size = first.buffer_size
-    if n is None or size is None or (0 <= size < n):
-        return None  # a partial shuffle: moving it would change which orders are likely
+    if lint.known_cardinality(lint.prefix_dataset(graph, before)) is None:
+        return None  # an endless or unknown source: no full shuffle after a cache
     return first
 
 
