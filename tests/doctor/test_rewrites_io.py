@@ -250,3 +250,22 @@ def test_the_cache_edit_of_a_keras_loader_caches_its_output(tmp_path):
     (edit,) = code_edits(cfg, ["cache the deterministic prefix"])
     assert edit.startswith(f"cache the deterministic prefix: {tmp_path / 'keras_pipe.py'}:5:")
     assert "image_dataset_from_directory(..., shuffle=False)" in edit and "list_files" not in edit
+
+
+def test_a_capped_shuffle_buffer_fits_its_budget_in_rss():
+    # The buffer really filled (no budget would show in RSS otherwise): tensors and the
+    # buffer's own bookkeeping both count, ~600 B per (float32[32], float32[1]) element.
+    def pair(i):
+        seed = tf.stack([i, tf.constant(7, tf.int64)])
+        return tf.random.stateless_uniform([32], seed), tf.random.stateless_uniform([1], seed)
+
+    budget = 48 * 2**20
+    ds = tf.data.Dataset.range(10**9).map(pair).shuffle(10**9)
+    capped, caps = cap_shuffles(lint.read_graph(ds), ds, budget)
+    assert caps and caps[0].granted < 10**9
+    rss = psutil.Process().memory_info().rss
+    it = iter(capped)
+    next(it)  # fills the buffer
+    grown = psutil.Process().memory_info().rss - rss
+    del it
+    assert grown <= budget * 1.1, f"{caps[0]}: RSS grew {grown / 2**20:.0f} MiB"
