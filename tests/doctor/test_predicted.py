@@ -58,6 +58,19 @@ def test_changes_of_one_stage_compound_rather_than_add():
     assert whole == pytest.approx(1e6 / 102.5 / 5000, rel=1e-3)
 
 
+def test_a_stage_costs_at_least_what_its_timed_rewrite_saves():
+    # The stage's 100 us (prefix differences) is less than the 150 us the vectorized pipeline
+    # was timed to save: a parallel map of what is left cannot make the pair slower.
+    diag = diagnosis(
+        [finding("per_example_map", 150e-6, 150e-6), finding("sequential_map", 50e-6, 0.0)]
+    )
+    trials = [trial("vectorize per-example maps"), trial("map parallelization + autotune")]
+    whole = predict(trials, diag)
+    assert trials[0].predicted == pytest.approx(1e6 / 50 / 5000, rel=1e-3)
+    assert trials[1].predicted >= 1.0
+    assert whole >= trials[0].predicted
+
+
 def test_a_parallel_map_gains_nothing_when_the_cores_are_taken():
     # the pipeline already keeps both cores busy: 400 us of CPU per example at 5000 ex/s
     diag = diagnosis([finding("sequential_map", 50e-6, 0.0)])

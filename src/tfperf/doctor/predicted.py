@@ -92,10 +92,15 @@ def _savings(diag: Diagnosis, found: list[Finding]) -> tuple[float, float]:
             wall += sum(f.saves_wall or 0.0 for f in fs)
             cpu += sum(f.saves_cpu or 0.0 for f in fs)
             continue
+        # A finding's savings were timed on its rewritten pipeline; the stage's cost, from
+        # prefix differences, is noisier: the stage costs at least what one change saves.
+        cost = max(cost, *(f.saves_wall or 0.0 for f in fs))
         left = [1.0 - min(1.0, (f.saves_wall or 0.0) / cost) for f in fs]
         wall += cost * (1.0 - math.prod(left))
-        cheaper = [lf for lf, f in zip(left, fs, strict=True) if f.saves_cpu]
-        cpu += cost * cores * (1.0 - math.prod(cheaper)) if cheaper else 0.0
+        cpu_cost = max(cost * cores, *(f.saves_cpu or 0.0 for f in fs))
+        # A parallel map saves wall time, not CPU: each change's own CPU share compounds.
+        cheaper = [1.0 - min(1.0, f.saves_cpu / cpu_cost) for f in fs if f.saves_cpu]
+        cpu += cpu_cost * (1.0 - math.prod(cheaper)) if cheaper else 0.0
     return wall, cpu
 
 
