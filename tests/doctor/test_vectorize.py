@@ -138,6 +138,48 @@ def test_string_ops_and_a_vocabulary_lookup_are_vectorized(tmp_path):
     assert sorted(set(words)) == [0, 1, 2, 3]
 
 
+def write_raw_images(path: Path, n: int = N) -> str:
+    """Examples of an 8x8x1 uint8 image stored as raw bytes (not PNG) and a label."""
+    rng = np.random.default_rng(1)
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i in range(n):
+            img = rng.integers(0, 255, size=(8, 8, 1), dtype=np.uint8)
+            feats = {
+                "raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[img.tobytes()])),
+                "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+    return str(path)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_images_stored_as_raw_bytes_are_decoded_per_batch(tmp_path, padded):
+    raw_spec = {
+        "raw": tf.io.FixedLenFeature([], tf.string),
+        "id": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def decode(record):
+        ex = tf.io.parse_single_example(record, raw_spec)
+        if padded:  # DecodePaddedRaw
+            img = tf.io.decode_raw(ex["raw"], tf.uint8, fixed_length=64)
+        else:
+            img = tf.io.decode_raw(ex["raw"], tf.uint8)
+        img = tf.cast(tf.reshape(img, [8, 8, 1]), tf.float32) / 255.0
+        return {"img": img, "id": ex["id"]}
+
+    ds = tf.data.TFRecordDataset(write_raw_images(tmp_path / "raw.tfrecord")).map(decode)
+    ds = ds.batch(16)
+    result = vectorize_maps(lint.read_graph(ds), ds)
+    assert result.fallbacks == [] and result.done, result
+    assert same_examples(ds, result.dataset)
+    ops = ops_of(
+        lint.read_graph(result.dataset).graph_def, lint.read_graph(result.dataset).stages[-1]
+    )
+    decodes = [op for op in ops if op.type in ("DecodeRaw", "DecodePaddedRaw")]
+    assert len(decodes) == 1 and decodes[0].inputs[0].shape.rank == 1
+
+
 def test_in_memory_images_resized_and_flipped_are_vectorized():
     images = np.random.default_rng(0).integers(0, 255, size=(20, 12, 12, 3)).astype("uint8")
 

@@ -247,6 +247,11 @@ _ELEMENTWISE = {
     "StringLength": 0,
     "DecodeBase64": 0,
     "EncodeBase64": 0,
+    "DecodeCompressed": 0,
+    # Raw bytes to numbers (images stored as bytes): one [batch, n] tensor when every
+    # example of the batch has as many bytes, as batch() needs of their decoded shapes too.
+    "DecodeRaw": 0,
+    "DecodePaddedRaw": 0,
     "LookupTableFindV2": 1,  # (table, keys, default): a vocabulary lookup
 }
 # Image resizes: tf.image.resize gives them one image as a batch of 1.
