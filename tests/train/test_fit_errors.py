@@ -30,6 +30,15 @@ def pixels():
 
 def broken_pipeline(training, batch_size):
     return tf.data.Dataset.range(10).batch(batch_size).map(undefined_name)
+
+
+def x_only():
+    x = keras.Input(shape=(4,), name="x")
+    return keras.Model({"x": x}, keras.layers.Dense(1)(x))
+
+
+def unbatched(training, batch_size):
+    return tf.data.Dataset.from_tensor_slices(({"x": tf.zeros([32, 4])}, tf.zeros([32])))
 """
 
 
@@ -79,6 +88,14 @@ CASES = [
             "['pixels'] vs the features {'id': (8,), 'x': (8, 4)} (data.label 'y' removed)",
             "name each keras.Input after the feature it takes",
             "badcode.py",
+        ],
+    ),
+    (
+        "unbatched_pipeline",  # a pipeline without .batch(): the model gets single examples
+        ["data.pipeline=badcode:unbatched", "model.name=badcode:x_only"],
+        [
+            "its inputs ['x'] vs the features {'x': (4,)}",
+            "badcode:unbatched yields single examples; end it with .batch(batch_size)",
         ],
     ),
     (

@@ -83,6 +83,19 @@ def _input_names(model: Any) -> list[str]:
     return [getattr(t, "name", "").split(":")[0] for t in inputs]
 
 
+def _unbatched(model: Any, features_spec: Any) -> bool:
+    """Whether every feature has one axis fewer than the model input that takes it: the
+    pipeline then yields single examples (a missing .batch), not batches."""
+    import tensorflow as tf
+
+    inputs = getattr(model, "inputs", None) or []
+    specs = tf.nest.flatten(features_spec)
+    if not inputs or len(inputs) != len(specs):
+        return False
+    ranks = sorted(len(t.shape) for t in inputs if getattr(t, "shape", None) is not None)
+    return len(ranks) == len(specs) and ranks == sorted(s.shape.rank + 1 for s in specs)
+
+
 def run_on_zeros(cfg: Any, model: Any, features_spec: Any) -> Any:
     """The model's output on zeros shaped like the features (this builds its variables);
     a failure names the model's inputs and the features."""
@@ -92,18 +105,24 @@ def run_on_zeros(cfg: Any, model: Any, features_spec: Any) -> Any:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever the model raises is reported
         inputs = _input_names(model)
-        hint = "fix the model"
+        hint = f"fix the model in {model_home(cfg)}"
         if isinstance(features_spec, dict) and inputs and not set(inputs) <= set(features_spec):
             hint = (
                 "name each keras.Input after the feature it takes (keras.Input(shape=..., "
-                f"name=NAME), NAME one of {sorted(features_spec)})"
+                f"name=NAME), NAME one of {sorted(features_spec)}) in {model_home(cfg)}"
+            )
+        if _unbatched(model, features_spec):
+            where = cfg.data.pipeline or "the pipeline"
+            hint = (
+                f"the features have no batch axis (the model's inputs have one more): "
+                f"{where} yields single examples; end it with .batch(batch_size)"
             )
         label = f" (data.label '{cfg.data.label}' removed)" if cfg.data.label else ""
         raise FitError(
             f"model.name: calling the model on one batch of the features failed: its "
             f"inputs {inputs or '(unnamed)'} vs the features "
             f"{_shapes(features_spec, cfg.pipeline.batch_size)}{label}: "
-            f"{describe_failure(exc)}; {hint} in {model_home(cfg)}"
+            f"{describe_failure(exc)}; {hint}"
         ) from None
 
 
