@@ -139,7 +139,7 @@ def test_string_ops_and_a_vocabulary_lookup_are_vectorized(tmp_path):
 
 
 def write_raw_images(path: Path, n: int = N) -> str:
-    """Examples of an 8x8x1 uint8 image stored as raw bytes (not PNG) and a label."""
+    """Examples of an 8x8x1 uint8 image stored as raw bytes (not PNG) and an id."""
     rng = np.random.default_rng(1)
     with tf.io.TFRecordWriter(str(path)) as w:
         for i in range(n):
@@ -173,9 +173,8 @@ def test_images_stored_as_raw_bytes_are_decoded_per_batch(tmp_path, padded):
     result = vectorize_maps(lint.read_graph(ds), ds)
     assert result.fallbacks == [] and result.done, result
     assert same_examples(ds, result.dataset)
-    ops = ops_of(
-        lint.read_graph(result.dataset).graph_def, lint.read_graph(result.dataset).stages[-1]
-    )
+    after = lint.read_graph(result.dataset)
+    ops = ops_of(after.graph_def, after.stages[-1])
     decodes = [op for op in ops if op.type in ("DecodeRaw", "DecodePaddedRaw")]
     assert len(decodes) == 1 and decodes[0].inputs[0].shape.rank == 1
 

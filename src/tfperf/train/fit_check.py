@@ -90,7 +90,7 @@ def _unbatched(model: Any, features_spec: Any) -> bool:
 
     inputs = getattr(model, "inputs", None) or []
     specs = tf.nest.flatten(features_spec)
-    if not inputs or len(inputs) != len(specs):
+    if not inputs or len(inputs) != len(specs) or any(s.shape.rank is None for s in specs):
         return False
     ranks = sorted(len(t.shape) for t in inputs if getattr(t, "shape", None) is not None)
     return len(ranks) == len(specs) and ranks == sorted(s.shape.rank + 1 for s in specs)
@@ -105,18 +105,19 @@ def run_on_zeros(cfg: Any, model: Any, features_spec: Any) -> Any:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever the model raises is reported
         inputs = _input_names(model)
-        hint = f"fix the model in {model_home(cfg)}"
-        if isinstance(features_spec, dict) and inputs and not set(inputs) <= set(features_spec):
-            hint = (
-                "name each keras.Input after the feature it takes (keras.Input(shape=..., "
-                f"name=NAME), NAME one of {sorted(features_spec)}) in {model_home(cfg)}"
-            )
-        if _unbatched(model, features_spec):
+        if _unbatched(model, features_spec):  # the pipeline's mistake, not the model's
             where = cfg.data.pipeline or "the pipeline"
             hint = (
                 f"the features have no batch axis (the model's inputs have one more): "
                 f"{where} yields single examples; end it with .batch(batch_size)"
             )
+        elif isinstance(features_spec, dict) and inputs and not set(inputs) <= set(features_spec):
+            hint = (
+                "name each keras.Input after the feature it takes (keras.Input(shape=..., "
+                f"name=NAME), NAME one of {sorted(features_spec)}) in {model_home(cfg)}"
+            )
+        else:
+            hint = f"fix the model in {model_home(cfg)}"
         label = f" (data.label '{cfg.data.label}' removed)" if cfg.data.label else ""
         raise FitError(
             f"model.name: calling the model on one batch of the features failed: its "
