@@ -93,6 +93,19 @@ def _kill_and_restart(procs, tmp_path: Path, dispatcher, worker, port: int):
     return _worker(procs, tmp_path, dispatcher, port)
 
 
+def _wait_reading_a_shard(worker, data: Path, train, timeout: float = 120) -> None:
+    """Until `worker` has a shard of `data` open: it holds that split's unserved examples (a
+    worker slow to build its task's pipeline may not have read any split yet)."""
+    deadline = time.monotonic() + timeout
+    watched = psutil.Process(worker.popen.pid)
+    while time.monotonic() < deadline:
+        if any(Path(f.path).parent == data for f in watched.open_files()):
+            return
+        assert train.poll() is None, f"train ended early: {train.communicate()[1][-3000:]}"
+        time.sleep(0.02)
+    raise AssertionError(f"worker {worker.address} opened no shard of {data} in {timeout} s")
+
+
 def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(tmp_path):
     log, held = tmp_path / "ids.txt", tmp_path / "hold"
     steps = 2 * BIG_N // BATCH
@@ -105,6 +118,7 @@ def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(t
         big = {"n": BIG_N, "shards": BIG_SHARDS, "pause_while": held}
         _, _, train = _train(tmp_path, steps, "distributed_epoch", address, log, **big)
         _wait_steps(log, 16, train)
+        _wait_reading_a_shard(workers[0], tmp_path / "data", train)
         _kill_and_restart(procs, tmp_path, dispatcher, workers[0], ports[0])  # mid-epoch
         held.unlink()
         result, err = _finish(train)
@@ -112,7 +126,9 @@ def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(t
     assert result["steps"] == steps  # training went on
     svc = result["service"]
     lost = [e for e in svc["epochs"] if e["lost"]]
-    assert svc["mode"] == "distributed_epoch" and svc["lost"] > 0 and lost, svc
+    assert svc["mode"] == "distributed_epoch" and svc["lost"] > 0 and lost, (
+        json.dumps(svc) + err[-3000:]
+    )
     assert all(e["received"] + e["lost"] == BIG_N for e in svc["epochs"]), svc
     assert f"{lost[0]['lost']} lost" in err and "at most once" in err
     _assert_input_tags(Path(result["log_dir"]) / "train")
