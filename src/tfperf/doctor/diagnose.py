@@ -22,7 +22,12 @@ from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
 from tfperf.doctor.rewrites_cache import cacheable_prefix
-from tfperf.doctor.rewritten import rewrite_probes, rewritten_costs
+from tfperf.doctor.rewritten import (
+    confirmed_slower,
+    rewrite_probes,
+    rewritten_costs,
+    slower_rewrites,
+)
 from tfperf.doctor.rules import run_rules
 from tfperf.doctor.target import (
     build_target,
@@ -64,12 +69,14 @@ def _guarded(probe: Probe, errors: dict[str, Exception]) -> Probe:
 
 
 def _measure(
-    probes: list[Probe], d: Any, tick: Tick, seconds: float | None = None
+    probes: list[Probe], d: Any, tick: Tick, seconds: float | None = None, at_least: int = 1
 ) -> dict[str, Measurement]:
     """The probes side by side, `d.repeats` rounds interleaved (no new round after
-    `seconds`)."""
+    `seconds`, once `at_least` rounds ran)."""
     on_run = lambda name, _: tick(name)  # noqa: E731
-    return side_by_side(probes, repeats=d.repeats, on_run=on_run, time_limit=seconds)
+    return side_by_side(
+        probes, repeats=d.repeats, on_run=on_run, time_limit=seconds, min_repeats=at_least
+    )
 
 
 # ---- stage prefixes ----------------------------------------------------------------------
@@ -317,6 +324,12 @@ def diagnose(
         measured["training"],
     )
     stages = _stage_timings(stage_probes, measured, errors)
+    slower = confirmed_slower(
+        slower_rewrites(pipeline, measured, errors),
+        probes,
+        errors,
+        lambda again: _measure(again, d, tick, budget.left() * 0.25, at_least=2),
+    )
     verdict = verdict_for(training.input_bound_fraction)
     what_ifs = _what_if_probes(
         cfg,
@@ -360,6 +373,7 @@ def diagnose(
         compute_cpu=compute.cpu_us_per_example.median * 1e-6,
         accelerator=on_accelerator(),
         rewritten=rewritten_costs(measured, errors),
+        slower=slower,
     )
     findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
     if verdict == "not input-bound":

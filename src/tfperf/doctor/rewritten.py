@@ -5,6 +5,7 @@ model reads their rate and CPU time instead of estimating them from the stages' 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tfperf.doctor import lint
@@ -12,7 +13,7 @@ from tfperf.doctor.evidence import PARALLEL, VECTORIZED
 from tfperf.doctor.rewrites_io import parallel_maps
 from tfperf.doctor.target import dataset_probe
 from tfperf.doctor.vectorize import vectorize_maps
-from tfperf.measure import Measurement, Probe
+from tfperf.measure import Measurement, Probe, compare
 
 
 def _vectorized(graph: lint.DatasetGraph, ds: Any) -> Any | None:
@@ -51,3 +52,34 @@ def rewritten_costs(measured: dict[str, Measurement], errors: dict[str, Exceptio
         for name, m in measured.items()
         if name in (VECTORIZED, PARALLEL) and name not in errors and m.examples_per_s.median > 0
     }
+
+
+def slower_rewrites(
+    pipeline: Measurement, measured: dict[str, Measurement], errors: dict[str, Exception]
+) -> set[str]:
+    """The rewritten pipelines that every paired repeat timed slower than `pipeline`."""
+    return {
+        name
+        for name, m in measured.items()
+        if name in (VECTORIZED, PARALLEL)
+        and name not in errors
+        and compare(pipeline, m).verdict == "slower"
+    }
+
+
+def confirmed_slower(
+    slower: set[str],
+    probes: list[Probe],
+    errors: dict[str, Exception],
+    measure: Callable[[list[Probe]], dict[str, Measurement]],
+) -> set[str]:
+    """Those of `slower` that are slower again when timed once more beside the pipeline: a
+    slower rewrite drops advice, and a busy host (another job's burst) can make every repeat
+    of one round slower (seen 1 run in 15 with two CPU hogs beside a doctor)."""
+    if not slower:
+        return slower
+    named = {p.name: p for p in probes}
+    again = measure([named["pipeline"], *(named[n] for n in sorted(slower) if n in named)])
+    if "pipeline" not in again:
+        return set()  # no time left to confirm: the advice stays (--fix times it anyway)
+    return slower & slower_rewrites(again["pipeline"], again, errors)

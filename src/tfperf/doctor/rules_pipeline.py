@@ -21,7 +21,9 @@ MIN_CACHE_SHARE = 0.25  # caching spends RAM: only for a prefix that dominates
 # Share of a py_function/numpy_function map's time that runs in parallel: its Python holds
 # the GIL (numpy arithmetic per example measured 1.06x with num_parallel_calls on 2 cores).
 PY_PARALLEL = 0.1
-SLOWER = 0.9  # a timed rewrite below this share of the pipeline's rate is slower, not noise
+# A rewrite slower in every paired repeat (twice timed), and below this share of the
+# pipeline's median rate, is slower on this host, not noise.
+SLOWER = 0.9
 WORK_KINDS = ("map", "map_batch", "parse", "read", "flat_map", "interleave")
 # Share of a stage's cost each change removes: offline work removes it all; a batched map
 # pays its per-call overhead once per batch (~50x cheaper measured, 0.9 is conservative).
@@ -230,7 +232,7 @@ def rule_sequential_map(ctx: Evidence) -> list[Finding]:
     share = 1.0 - 1.0 / max(1, ctx.cores)
     stages = [st for st in ctx.graph.stages if _sequential(ctx, st)]
     measured = measured_rewrite(ctx, PARALLEL, stages)
-    if measured is not None and measured[0] < SLOWER * ctx.pipeline:
+    if measured is not None and PARALLEL in ctx.slower and measured[0] < SLOWER * ctx.pipeline:
         return []  # timed: parallel maps are slower on this host (overheads, GIL)
     if measured is not None and measured[0] <= ctx.pipeline:
         measured = None  # within the noise (e.g. other jobs on the cores): the estimate
