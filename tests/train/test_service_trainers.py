@@ -57,19 +57,24 @@ def _epoch_cuts(a: list[int], b: list[int], n: int, epochs: int) -> list[tuple[i
     streams: each trainer reads its part of epoch k before any of epoch k+1 (a job iteration
     ends for a client only once all its elements were handed out), so each epoch is a head of
     a and a head of b that together hold every id 1..n exactly once. Fails when no such split
-    exists. (The last epoch read is left out: one trainer may have stopped inside its share.)"""
-    everything, cuts = list(range(1, n + 1)), []
-    while len(cuts) < epochs:
-        found = [
-            c
-            for c in range(max(0, n - len(b)), min(n, len(a)) + 1)
-            if sorted(a[:c] + b[: n - c]) == everything
-        ]
-        assert found, f"epoch {len(cuts)}: no split of its {n} ids between the two trainers"
-        c = found[0]
-        cuts.append((c, n - c))
-        a, b = a[c:], b[n - c :]
-    return cuts
+    exists. (The last epoch read is left out: one trainer may have stopped inside its share.)
+    Every epoch replays nearly the same order, so one trainer's next n ids can also look like
+    a whole epoch: each possible cut is tried, backtracking when later epochs do not fit."""
+    everything = list(range(1, n + 1))
+
+    def cuts(a: list[int], b: list[int], left: int) -> list[tuple[int, int]] | None:
+        if left == 0:
+            return []
+        for c in range(max(0, n - len(b)), min(n, len(a)) + 1):
+            if sorted(a[:c] + b[: n - c]) == everything:
+                rest = cuts(a[c:], b[n - c :], left - 1)
+                if rest is not None:
+                    return [(c, n - c), *rest]
+        return None
+
+    found = cuts(a, b, epochs)
+    assert found is not None, f"no split of {epochs} epochs of {n} ids between the two trainers"
+    return found
 
 
 # Under parameter_server the steps run in the cluster-server worker processes, where a
