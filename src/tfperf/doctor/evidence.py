@@ -56,8 +56,8 @@ class Evidence:
     # VECTORIZED / PARALLEL -> (examples/s, CPU s per example) of the pipeline alone so
     # rewritten, when the diagnosis timed it: the cost model reads them, not estimates.
     rewritten: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # The rewrites that every paired repeat timed slower than the pipeline (measure.compare):
-    # a median alone from a few short repeats flips on a busy host.
+    # The rewrites that every paired repeat timed slower than the pipeline (measure.compare),
+    # twice (rewritten.confirmed_slower): a median of a few short repeats flips on a busy host.
     slower: set[str] = field(default_factory=set)
 
     @property
