@@ -45,25 +45,32 @@ def rewrite_probes(
     return out
 
 
+def _timed(
+    measured: dict[str, Measurement], errors: dict[str, Exception], names: tuple[str, ...]
+) -> dict[str, Measurement]:
+    """The rewritten pipelines among `names` that were timed without an error."""
+    return {n: m for n, m in measured.items() if n in names and n not in errors}
+
+
 def rewritten_costs(measured: dict[str, Measurement], errors: dict[str, Exception]) -> dict:
     """(examples/s, CPU s per example) of each rewritten pipeline that was timed."""
     return {
         name: (m.examples_per_s.median, m.cpu_us_per_example.median * 1e-6)
-        for name, m in measured.items()
-        if name in (VECTORIZED, PARALLEL) and name not in errors and m.examples_per_s.median > 0
+        for name, m in _timed(measured, errors, (VECTORIZED, PARALLEL)).items()
+        if m.examples_per_s.median > 0
     }
 
 
 def slower_rewrites(
     pipeline: Measurement, measured: dict[str, Measurement], errors: dict[str, Exception]
 ) -> set[str]:
-    """The rewritten pipelines that every paired repeat timed slower than `pipeline`."""
+    """The rewritten pipelines whose slowness drops advice (the parallel maps: a slower
+    vectorized pipeline only lowers its finding's gain) that every paired repeat timed
+    slower than `pipeline`."""
     return {
         name
-        for name, m in measured.items()
-        if name in (VECTORIZED, PARALLEL)
-        and name not in errors
-        and compare(pipeline, m).verdict == "slower"
+        for name, m in _timed(measured, errors, (PARALLEL,)).items()
+        if compare(pipeline, m).verdict == "slower"
     }
 
 
