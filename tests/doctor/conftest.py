@@ -1,5 +1,6 @@
 """Fixtures of the doctor's tests: `evidence`, what the rules read, built on a real dataset's
-graph with neutral rates that each test overrides; `record_files`, four small TFRecord
+graph with neutral rates that each test overrides; `slow_map_evidence`, the same for an
+input-bound run whose map takes most of the time; `record_files`, four small TFRecord
 files."""
 
 from __future__ import annotations
@@ -31,6 +32,22 @@ def evidence():
             "nondeterministic_rate": None,
         }
         return Evidence(graph=lint.read_graph(ds), **{**neutral, **fields})
+
+    return make
+
+
+@pytest.fixture
+def slow_map_evidence(evidence):
+    """slow_map_evidence(ds, **fields): input-bound on 2 cores, `ds`'s first map taking 90%
+    of the pipeline's time (100 ex/s; the model alone 1,000 ex/s)."""
+    from tfperf.doctor import lint
+    from tfperf.doctor.findings import StageTiming
+
+    def make(ds: Any, **fields: Any) -> Any:
+        st = next(s for s in lint.read_graph(ds).stages if s.kind.startswith("map"))
+        timing = StageTiming(st.index, st.label, st.kind, 100.0, 9000.0)
+        rates = {"pipeline": 100.0, "compute": 1000.0, "training": 100.0}
+        return evidence(ds, **rates, input_bound_fraction=0.8, stages=[timing], cores=2, **fields)
 
     return make
 

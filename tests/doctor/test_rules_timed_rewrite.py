@@ -12,9 +12,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from tfperf.doctor import lint  # noqa: E402
 from tfperf.doctor.evidence import PARALLEL  # noqa: E402
-from tfperf.doctor.findings import StageTiming  # noqa: E402
 from tfperf.doctor.rewritten import confirmed_slower, slower_rewrites  # noqa: E402
 from tfperf.doctor.rules import run_rules  # noqa: E402
 from tfperf.measure import Measurement, Run, pipeline_probe, side_by_side  # noqa: E402
@@ -30,30 +28,18 @@ def _timed(name: str, *rates: float) -> Measurement:
     return Measurement(name, [Run(seconds=1.0, batches=int(r), examples=int(r)) for r in rates])
 
 
-def _codes(evidence, **fields) -> list[str]:
-    ds = _mapped_batches()
-    st = next(s for s in lint.read_graph(ds).stages if s.kind.startswith("map"))
-    timing = StageTiming(st.index, st.label, st.kind, 100.0, 9000.0)  # 90% of the time
-    ctx = evidence(
-        ds,
-        pipeline=100.0,
-        compute=1000.0,
-        training=100.0,
-        input_bound_fraction=0.8,
-        stages=[timing],
-        cores=2,
-        rewritten={PARALLEL: (80.0, 0.0)},  # the median: 0.8x of the pipeline
-        **fields,
-    )
+def _codes(slow_map_evidence, **fields) -> list[str]:
+    # The parallel pipeline's median: 0.8x of the pipeline.
+    ctx = slow_map_evidence(_mapped_batches(), rewritten={PARALLEL: (80.0, 0.0)}, **fields)
     return [f.code for f in run_rules(ctx) if f.kind != "resume"]
 
 
-def test_a_median_alone_below_the_pipeline_keeps_the_advice(evidence):
-    assert "sequential_map" in _codes(evidence)
+def test_a_median_alone_below_the_pipeline_keeps_the_advice(slow_map_evidence):
+    assert "sequential_map" in _codes(slow_map_evidence)
 
 
-def test_slower_in_every_pair_drops_it(evidence):
-    assert "sequential_map" not in _codes(evidence, slower={PARALLEL})
+def test_slower_in_every_pair_drops_it(slow_map_evidence):
+    assert "sequential_map" not in _codes(slow_map_evidence, slower={PARALLEL})
 
 
 def test_slower_means_every_paired_repeat():

@@ -15,7 +15,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.findings import StageTiming  # noqa: E402
 from tfperf.doctor.rules import run_rules  # noqa: E402
 
 
@@ -33,19 +32,10 @@ def _load(path):
     return tf.image.resize(image, [16, 16]) / 255.0
 
 
-def _slow_map_evidence(evidence, ds):
-    """Input-bound on 2 cores, the per-example map taking 90% of the pipeline's time."""
-    graph = lint.read_graph(ds)
-    st = next(s for s in graph.stages if s.kind == "map")
-    timing = StageTiming(st.index, st.label, st.kind, 100.0, 9000.0)
-    rates = {"pipeline": 100.0, "compute": 1000.0, "training": 100.0}
-    return evidence(ds, **rates, input_bound_fraction=0.8, stages=[timing], cores=2)
-
-
-def test_a_map_pfor_cannot_convert_gets_a_parallel_map_first(evidence, tmp_path):
+def test_a_map_pfor_cannot_convert_gets_a_parallel_map_first(slow_map_evidence, tmp_path):
     ds = tf.data.Dataset.list_files(_jpegs(tmp_path / "cats"), shuffle=False)
     ds = ds.map(_load).batch(4).prefetch(2)
-    found = [f for f in run_rules(_slow_map_evidence(evidence, ds)) if f.kind != "resume"]
+    found = [f for f in run_rules(slow_map_evidence(ds)) if f.kind != "resume"]
     codes = [f.code for f in found]
     assert codes[0] == "sequential_map" and "per_example_map" not in codes, codes
     # The reason pfor gives, in a user's words, beside the parallel map's evidence.
@@ -66,9 +56,9 @@ def _words(line):
     ],
     ids=["converted", "by-hand"],
 )
-def test_a_map_that_can_run_on_batches_still_gets_vectorize_advice(fn, evidence):
+def test_a_map_that_can_run_on_batches_still_gets_vectorize_advice(fn, slow_map_evidence):
     ds = tf.data.Dataset.range(64).map(fn)
-    codes = [f.code for f in run_rules(_slow_map_evidence(evidence, ds.batch(8).prefetch(2)))]
+    codes = [f.code for f in run_rules(slow_map_evidence(ds.batch(8).prefetch(2)))]
     assert codes[0] == "per_example_map", codes
 
 

@@ -42,12 +42,16 @@ def _trained_ids(log: Path) -> list[list[int]]:
     return [[int(i) for i in line.split()] for line in log.read_text().splitlines()]
 
 
+def _still_training(proc) -> None:
+    assert proc.poll() is None, f"train ended early: {proc.communicate()[1][-3000:]}"
+
+
 def _wait_steps(log: Path, steps: int, proc, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if log.exists() and len(log.read_text().splitlines()) >= steps:
             return
-        assert proc.poll() is None, f"train ended early: {proc.communicate()[1][-3000:]}"
+        _still_training(proc)
         time.sleep(0.2)
     raise AssertionError(f"train did not reach step {steps} in {timeout} s")
 
@@ -101,7 +105,7 @@ def _wait_reading_a_shard(worker, data: Path, train, timeout: float = 120) -> No
     while time.monotonic() < deadline:
         if any(Path(f.path).parent == data for f in watched.open_files()):
             return
-        assert train.poll() is None, f"train ended early: {train.communicate()[1][-3000:]}"
+        _still_training(train)
         time.sleep(0.02)
     raise AssertionError(f"worker {worker.address} opened no shard of {data} in {timeout} s")
 
