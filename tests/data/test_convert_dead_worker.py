@@ -15,11 +15,12 @@ import psutil
 
 from tfperf.data.shards import progress_name
 from tfperf.data.writer import convert
+from tfperf.util.files import temp_name
 
 SLOW_MODULE = """
 import time
 def slow(row):
-    time.sleep(0.01)
+    time.sleep(0.02)
     return row
 """
 
@@ -54,6 +55,12 @@ def test_kill_9_of_one_worker_is_named_and_resume_completes(tmp_path, tfperf_exe
         time.sleep(0.02)
     workers = _workers(proc.pid)
     assert proc.poll() is None and len(workers) == 2, "convert ended before the kill"
+    # Killed while it writes a shard (its temp file is there), not between two shards: a
+    # worker killed between them has no shard to be named.
+    while time.monotonic() < deadline and proc.poll() is None:
+        if list((tmp_path / "o").glob(temp_name("d-train.tfrecord-*", workers[0].pid))):
+            break
+        time.sleep(0.005)
     os.kill(workers[0].pid, signal.SIGKILL)
     try:
         _, err = proc.communicate(timeout=60)  # before the fix: waits forever

@@ -339,7 +339,9 @@ def run_jobs(
         return
     # spawn, not fork: the parent may already run TensorFlow threads.
     ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
+    # A SimpleQueue's put writes to the pipe before it returns (a Queue's feeder thread may
+    # not have, when the worker is killed), so a dead worker's start notice is never lost.
+    queue = ctx.SimpleQueue()
     with _main_not_reimported(task):
         pool = ctx.Pool(workers, initializer=_init_worker, initargs=(task, queue))
     files: dict[int, str] = {}
@@ -363,7 +365,7 @@ def run_jobs(
                 watch.finished(i)
                 on_done(pending.pop(i).get())
             if not ready:
-                watch.check(task.out_dir)
+                watch.check(task.out_dir, lambda: _drain(queue, advance, watch))
                 time.sleep(0.05)
         pool.close()
         pool.join()
@@ -397,9 +399,9 @@ def _drain(queue: Any, advance: Callable[[int], None], watch: WorkerWatch) -> No
     """Rows the workers reported since the last call, passed on to `advance` at once;
     start notices go to `watch`."""
     n = 0
-    with contextlib.suppress(Exception):
-        while True:
-            item = queue.get_nowait()
+    with contextlib.suppress(OSError, EOFError):  # the pipe closes when the pool is torn down
+        while not queue.empty():
+            item = queue.get()
             if isinstance(item, tuple):
                 watch.started(item[1], item[2])
             else:

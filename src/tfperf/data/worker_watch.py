@@ -5,6 +5,7 @@ the main process watches which worker writes which shard and stops when one dies
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from tfperf.data.convert_options import ConvertError
@@ -28,12 +29,14 @@ class WorkerWatch:
         self.done.add(index)
         self.running = {p: i for p, i in self.running.items() if i != index}
 
-    def check(self, out_dir: str) -> None:
+    def check(self, out_dir: str, last_notices: Callable[[], None]) -> None:
         """Raises a ConvertError naming the shard and the cause when a worker of the pool
-        has exited (they only exit when the pool is closed, after every result is in)."""
+        has exited (they only exit when the pool is closed, after every result is in).
+        `last_notices` takes the start notices still in the pipe before the shard is named."""
         self._refresh()
         for pid, proc in self.procs.items():
             if proc.exitcode is not None:
+                last_notices()
                 raise ConvertError(
                     f"--out {out_dir}: {self._text(pid, proc.exitcode)}; the other workers "
                     "were stopped. Shards finished so far are kept: run the same command "
