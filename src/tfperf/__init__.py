@@ -11,6 +11,7 @@ The Python API mirrors the commands:
     diagnose(dataset, model)                 the doctor's findings for any tf.data.Dataset
     optimize(dataset, model) -> (ds, report) --fix on any dataset; apply_rewrites replays it
     testing.assert_same_examples(a, b), ...  assertions for your own pipeline's unit tests
+    keras.InputMonitor, keras.monitor(ds)    input wait inside your own model.fit
 
 Names that need TensorFlow are imported on first use, so `import tfperf` stays fast.
 """
@@ -52,6 +53,7 @@ _LAZY = {
     "OptimizeReport": "tfperf.doctor.api:OptimizeReport",
     "fix_pipeline": "tfperf.doctor.fixes:fix_pipeline",
     "testing": "tfperf.testing",  # a module: assertions for your own unit tests
+    "keras": "tfperf.keras",  # a module: InputMonitor and monitor() for model.fit
 }
 
 

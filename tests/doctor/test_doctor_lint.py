@@ -20,7 +20,7 @@ import tensorflow as tf  # noqa: E402
 from tfperf.config import config_from_dict  # noqa: E402
 from tfperf.doctor import lint  # noqa: E402
 from tfperf.doctor.diagnose import diagnose  # noqa: E402
-from tfperf.doctor.evidence import verdict_for  # noqa: E402
+from tfperf.observe.feed import verdict_for  # noqa: E402
 
 # Input cases time no compute what-ifs (their rules are tested on their own below).
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}

@@ -17,7 +17,7 @@ from typing import Any
 from tfperf.doctor import lint
 from tfperf.doctor.bounded import Bounded, bounded, cache_findings, mean_bytes, ram_budget_bytes
 from tfperf.doctor.budget import DOCTOR_SECONDS, Budget
-from tfperf.doctor.evidence import Evidence, verdict_for
+from tfperf.doctor.evidence import Evidence
 from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
@@ -39,6 +39,7 @@ from tfperf.doctor.target import (
 from tfperf.doctor.user_source import user_source
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
+from tfperf.observe.feed import verdict_for
 from tfperf.train.precision import supported_policies
 
 SERVICE_NOTE = (

@@ -16,15 +16,6 @@ from tfperf.doctor.user_source import UserSource
 
 # The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
 VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
-HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
-
-
-def verdict_for(fraction: float) -> str:
-    if fraction >= HIGHLY:
-        return "highly input-bound"
-    if fraction >= MODERATELY:
-        return "moderately input-bound"
-    return "not input-bound"
 
 
 def cpu_count() -> int:

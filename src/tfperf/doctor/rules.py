@@ -8,7 +8,7 @@ then a wrong stage order, then by expected speedup, ties broken by PRIORITY.
 
 from __future__ import annotations
 
-from tfperf.doctor.evidence import MODERATELY, Evidence
+from tfperf.doctor.evidence import Evidence
 from tfperf.doctor.findings import Finding
 from tfperf.doctor.rules_arrays import rule_large_array
 from tfperf.doctor.rules_cache import rule_cache_after_random
@@ -36,6 +36,7 @@ from tfperf.doctor.rules_pipeline import (
     rule_sequential_map,
 )
 from tfperf.doctor.rules_ram import rule_shuffle_budget
+from tfperf.observe.feed import MODERATELY
 
 # Ties in expected gain are broken by this order (the more specific cause first).
 PRIORITY = (

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from tfperf.doctor.evidence import MODERATELY, Evidence
+from tfperf.doctor.evidence import Evidence
 from tfperf.doctor.findings import Finding
+from tfperf.observe.feed import MODERATELY
 from tfperf.train.run_input import EXACT_RESUME_CHANGE, RESUME_WITHOUT_INPUT, stateful_reason
 from tfperf.util.format import number
 

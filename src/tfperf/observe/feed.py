@@ -6,8 +6,20 @@ buffer's fill and each stage's processing time. Reading only; the loop decides w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+HIGHLY, MODERATELY = 0.20, 0.05  # input-bound fraction thresholds of the verdict
+
+
+def verdict_for(fraction: float) -> str:
+    """The verdict on a run from its input-bound fraction (input wait / wall time)."""
+    if fraction >= HIGHLY:
+        return "highly input-bound"
+    if fraction >= MODERATELY:
+        return "moderately input-bound"
+    return "not input-bound"
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,11 @@ def tf_data_iterators(iterator: Any) -> list[Any]:
     return found
 
 
-def pipeline_snapshot(iterator: Any) -> PipelineSnapshot | None:
-    """None when the pipeline has no model (autotune off, or an unreadable iterator)."""
+def pipeline_snapshot(
+    iterator: Any, start: Callable[[Any], int | None] | None = None
+) -> PipelineSnapshot | None:
+    """None when the pipeline has no model (autotune off, or an unreadable iterator).
+    `start(proto)` picks the node to walk from (default: the output)."""
     import tensorflow as tf
 
     for it in tf_data_iterators(iterator):
@@ -53,16 +68,17 @@ def pipeline_snapshot(iterator: Any) -> PipelineSnapshot | None:
             proto = tf.data.experimental.get_model_proto(it)
         except Exception:  # noqa: BLE001 - no autotune model, or an unsupported iterator
             continue
-        return snapshot_from_proto(proto)
+        return snapshot_from_proto(proto, start(proto) if start else None)
     return None
 
 
-def snapshot_from_proto(proto: Any) -> PipelineSnapshot | None:
-    """Walks a model_pb2.ModelProto from its output node down its first inputs."""
+def snapshot_from_proto(proto: Any, start: int | None = None) -> PipelineSnapshot | None:
+    """Walks a model_pb2.ModelProto from its output node (or node `start`) down its first
+    inputs."""
     nodes = proto.nodes
     if not nodes:
         return None
-    node = nodes.get(proto.output)
+    node = nodes.get(proto.output if start is None else start)
     stages: list[PipelineStage] = []
     seen = set()
     while node is not None and node.id not in seen:
