@@ -24,8 +24,12 @@ import keras
 import tensorflow as tf
 
 from tfperf.keras.meter import InputMeter, MeterReading, monitor, recent_meters
-from tfperf.observe.feed import MODERATELY, pipeline_snapshot, verdict_for
+from tfperf.observe.feed import MODERATELY, PipelineSnapshot, pipeline_snapshot, verdict_for
 from tfperf.observe.summaries import make_writer, write_scalars
+
+# Calls between two reads of tf.data's model (~0.3 ms each) besides the logged points: a
+# short epoch's iterator may be exhausted, its model gone, by the next logged point.
+SNAPSHOT_EVERY = 16
 
 
 @dataclass
@@ -147,6 +151,7 @@ class InputMonitor(keras.callbacks.Callback):
         }
         self._window = _Window()
         self._last: MeterReading | None = None
+        self._snapshot: PipelineSnapshot | None = None
         if self.log_dir is not None and self._writer is None:
             self._writer = make_writer(self.log_dir / "train")
         self._original = self.model.train_function
@@ -194,6 +199,15 @@ class InputMonitor(keras.callbacks.Callback):
         self._window.add(wall, steps, out)
         if self._window.steps >= self.log_every:
             self._log(out)
+        elif self._calls % SNAPSHOT_EVERY == 0:
+            self._take_snapshot()
+
+    def _take_snapshot(self) -> None:
+        """tf.data's model now, kept while the iterator lives (an exhausted one has none)."""
+        if self._iterator is None:
+            return
+        start = monitored_root if self._meter is not None else None
+        self._snapshot = pipeline_snapshot(self._iterator, start) or self._snapshot
 
     def _find_meter(self) -> InputMeter | None:
         """The monitored dataset fit trains on: the one whose batch count moved."""
@@ -212,8 +226,8 @@ class InputMonitor(keras.callbacks.Callback):
             values["input/wait_ms"] = 1e3 * w.reading.wait_s / w.steps
             values["input/wait_fraction"] = min(1.0, w.reading.wait_s / w.wall_s)
             values["step/examples_per_sec"] = w.reading.examples / w.wall_s
-        start = monitored_root if self._meter is not None else None
-        snap = pipeline_snapshot(self._iterator, start) if self._iterator is not None else None
+        self._take_snapshot()
+        snap = self._snapshot
         if snap is not None:
             values["input/buffered"] = float(snap.buffered)
             for i, stage in enumerate(snap.stages):

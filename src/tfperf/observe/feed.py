@@ -60,7 +60,8 @@ def pipeline_snapshot(
     iterator: Any, start: Callable[[Any], int | None] | None = None
 ) -> PipelineSnapshot | None:
     """None when the pipeline has no model (autotune off, or an unreadable iterator).
-    `start(proto)` picks the node to walk from (default: the output)."""
+    `start(proto)` picks the node to walk from (default: the output); None from it means
+    the pipeline it looks for is not in this model (an exhausted iterator's)."""
     import tensorflow as tf
 
     for it in tf_data_iterators(iterator):
@@ -68,7 +69,10 @@ def pipeline_snapshot(
             proto = tf.data.experimental.get_model_proto(it)
         except Exception:  # noqa: BLE001 - no autotune model, or an unsupported iterator
             continue
-        return snapshot_from_proto(proto, start(proto) if start else None)
+        if start is None:
+            return snapshot_from_proto(proto)
+        node = start(proto)
+        return snapshot_from_proto(proto, node) if node is not None else None
     return None
 
 
