@@ -105,7 +105,9 @@ def test_fix_writes_nothing_when_nothing_is_kept(tmp_path, cli):
     res = cli("doctor", run_file, "--fix")
     assert res.exit_code == 0, res.output[-3000:]
     assert "no change was kept: nothing written" in res.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]
+    # no optimized run file: only the run folder (train.out_dir) with the doctor's result
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml", "runs"]
+    assert [p.name for p in (tmp_path / "runs" / "default").iterdir()] == ["doctor.json"]
 
 
 def test_optimized_run_file_keeps_comments_and_changes_only_the_kept_keys(tmp_path):

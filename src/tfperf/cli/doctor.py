@@ -19,6 +19,7 @@ from tfperf.cli.common import (
     print_json,
     stdout_console,
 )
+from tfperf.cli.report import leave_for_report
 from tfperf.util.format import number
 from tfperf.util.progress import progress_bar
 
@@ -48,6 +49,10 @@ written.
 Bounded: a shuffle buffer or cache larger than the RAM budget is named from the graph and
 timed capped, never filled; --budget SECONDS (default 90, 300 with --fix) is split over
 the probes; Ctrl-C prints what was measured so far and exits 130.
+
+\b
+Leaves its result (the --json dict) in the run folder, {train.out_dir}/doctor.json, for
+`tfperf report`; --html FILE also writes that report (one self-contained HTML file).
 
 \b
 --json prints {"diagnosis": {...}, "fix": {...} or null}: verdict, input_bound_fraction,
@@ -104,6 +109,15 @@ def register(app: typer.Typer) -> None:
                 "--fix 300); what was not measured in time is reported as such.",
             ),
         ] = None,
+        html_out: Annotated[
+            str | None,
+            typer.Option(
+                "--html",
+                metavar="FILE",
+                help="Also write the HTML report of the run folder (this diagnosis, its "
+                "trials and the training logs there) to FILE, as `tfperf report` does.",
+            ),
+        ] = None,
     ) -> None:
         cfg = load_run(runfile, set_)
         if probe_steps is not None:
@@ -143,8 +157,10 @@ def register(app: typer.Typer) -> None:
                     result = fix_pipeline(cfg, diag, out=target, tick=tick, budget=budget)
             except KeyboardInterrupt:
                 interrupted(budget, json_out)
+        data = {"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None}
+        leave_for_report(cfg, data, html_out)  # {train.out_dir}/doctor.json, and --html
         if json_out:
-            print_json({"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None})
+            print_json(data)
             return
         stdout = stdout_console()
         render_diagnosis(diag, stdout)

@@ -26,6 +26,7 @@ COMMANDS = [
     "train",
     "evaluate",
     "doctor",
+    "report",
     "profile",
     "cluster_server",
     "config",

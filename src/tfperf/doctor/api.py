@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tfperf.config import RunConfig, config_from_dict
@@ -62,6 +63,14 @@ class OptimizeReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"diagnosis": self.diagnosis.to_dict(), "fix": self.fix.to_dict()}
+
+    def to_html(self, path: str | Path) -> Path:
+        """Writes the report as one self-contained HTML file (charts and scripts inlined,
+        nothing fetched when viewed): the verdict, the three rates, the stage prefixes, the
+        findings with expected vs measured gain, and every trial. Returns the path."""
+        from tfperf.runreport.page import write_doctor_report
+
+        return write_doctor_report(path, self.diagnosis.to_dict(), self.fix.to_dict())
 
 
 # ---- the public functions ------------------------------------------------------------------

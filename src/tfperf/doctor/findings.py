@@ -5,6 +5,7 @@ here measures or decides."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tfperf.doctor.cost_model import Costs
@@ -104,3 +105,11 @@ class Diagnosis:
             "notes": self.notes,
             "costs": asdict(self.costs) if self.costs is not None else None,
         }
+
+    def to_html(self, path: str | Path) -> Path:
+        """Writes the diagnosis as one self-contained HTML file (charts and scripts inlined,
+        nothing fetched when viewed): the verdict, the three rates on one axis, the stage
+        prefixes and the findings. Returns the path."""
+        from tfperf.runreport.page import write_doctor_report
+
+        return write_doctor_report(path, diagnosis=self.to_dict())

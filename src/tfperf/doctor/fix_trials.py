@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tfperf.doctor.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
@@ -34,6 +35,7 @@ class FixTrial:
     low: float | None = None  # their spread
     high: float | None = None
     predicted: float | None = None  # the gain the diagnosis expected (its findings' model)
+    findings: list[str] = field(default_factory=list)  # codes of the findings it acts on
 
 
 @dataclass
@@ -68,6 +70,13 @@ class FixResult:
             "code_edits": self.code_edits,
             "written": self.written,
         }
+
+    def to_html(self, path: str | Path) -> Path:
+        """Writes the trials (kept or not, paired ratio and range, predicted gain) as one
+        self-contained HTML file. Returns the path."""
+        from tfperf.runreport.page import write_doctor_report
+
+        return write_doctor_report(path, fix=self.to_dict())
 
 
 # ---- timing a candidate against the current pipeline -------------------------------------

@@ -138,7 +138,8 @@ def predict(trials: list[Any], diag: Diagnosis) -> float | None:
     kept_moved: set[int] | None = set()  # stages the kept changes moved after the batch
     for t in trials:
         codes = set(_codes(t, diag))
-        if not any(f.code in codes for f in diag.findings):
+        t.findings = [f.code for f in diag.findings if f.code in codes]
+        if not t.findings:
             t.predicted = None
             continue
         moved = _moved(diag, t.name, codes)

@@ -22,6 +22,7 @@ from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.observe.feed import FeedMeter, PipelineSnapshot, pipeline_snapshot
+from tfperf.runreport.run_dir import save_summary
 from tfperf.train.checkpoint import StopOnSignal
 from tfperf.train.corrupt import corrupt_shards_named
 from tfperf.train.evaluator import check_eval_settings
@@ -172,7 +173,10 @@ def train(
             child = None
             if evaluator and session.info.is_chief:
                 child = _start_evaluator(session, overrides)
-            return run_session(session, evaluator=child)
+            result = run_session(session, evaluator=child)
+            if session.info.is_chief:  # {out_dir}/summary.json, for `tfperf report`
+                save_summary(session.dirs.out_dir, cfg.source, result.to_dict())
+            return result
     finally:
         keras.config.set_dtype_policy(previous)
 

@@ -1,0 +1,178 @@
+"""`tfperf report RUN_DIR`, `tfperf doctor --html` and `to_html` on one small real run
+(reportkit.py: train, evaluate, doctor --fix, all real): what train and the doctor leave in
+the run folder, a self-contained page with every section and the run's own numbers, a
+folder with only logs, the errors for a folder that is not a run, and the page opened in
+headless Chromium with every chart drawn and no console error."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from html import escape
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from browser import open_reports, unavailable  # noqa: E402
+from reportkit import EVERY, RUNFILE, STEPS, make_run, tfperf  # noqa: E402
+
+from tfperf.runreport.tables import measured_by_code  # noqa: E402
+from tfperf.util.format import number  # noqa: E402
+
+# An attribute that would make the browser fetch something: src=, href= or url() to a host.
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//""")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="module")
+def report(run):
+    """(the path `tfperf report RUN_DIR` printed, the HTML it wrote)."""
+    res = tfperf("report", run.run_dir)
+    assert res.exit_code == 0, res.stderr
+    path = Path(res.stdout.strip())
+    return path, path.read_text()
+
+
+def outside_scripts(html: str) -> str:
+    """The page without its <script> bodies (plotly's library holds URLs in strings)."""
+    return re.sub(r"<script[^>]*>.*?</script>", "<script></script>", html, flags=re.S)
+
+
+def test_train_and_doctor_leave_their_results_in_the_run_folder(run):
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["steps"] == STEPS and summary["runfile"] == str(RUNFILE)
+    assert summary["examples_per_sec"] > 0
+    saved = json.loads((run.run_dir / "doctor.json").read_text())
+    assert saved == {"runfile": str(RUNFILE), **run.doctor_json}  # the --json dict
+    assert run.doctor_json["fix"]["trials"], run.doctor_json["fix"]
+    assert run.doctor_html.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_is_one_self_contained_page_with_every_section(run, report):
+    path, html = report
+    assert path == run.run_dir / "report.html"
+    assert html.count("<script") >= 1 and "Plotly.newPlot" in html
+    assert "cdn.plot.ly" not in outside_scripts(html)
+    assert not EXTERNAL.search(outside_scripts(html)), EXTERNAL.search(outside_scripts(html))
+    for section in ("verdict", "rates", "stages", "findings", "trials", "training", "eval"):
+        assert f'<section id="{section}">' in html, section
+    assert "not in the report" not in html and 'class="missing"' not in html
+
+
+def test_report_shows_the_runs_numbers(run, report):
+    _, html = report
+    diag, fix = run.doctor_json["diagnosis"], run.doctor_json["fix"]
+    assert escape(diag["verdict"]) in html
+    for key in ("pipeline", "compute_limit", "training"):
+        assert f"<td>{number(diag[key]['examples_per_s'])}</td>" in html, key
+    for stage in diag["stages"]:
+        assert escape(stage["label"]) in html
+    if diag["slowest_stage"]:
+        assert f"{escape(diag['slowest_stage'])} <span" in html  # marked in the table
+    for finding in diag["findings"]:
+        assert escape(finding["evidence"]) in html and escape(finding["change"]) in html
+    assert f"training {number(fix['before_examples_per_s'])} -&gt; " in html
+    for trial in fix["trials"]:
+        assert escape(trial["change"]) in html
+        if trial["ratio"] is not None:
+            assert f"{trial['ratio']:.2f}x ({trial['low']:.2f}-{trial['high']:.2f})" in html
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert f"<td>{number(summary['examples_per_sec'])}</td>" in html
+
+
+def test_a_folder_with_only_logs_names_what_is_missing_and_its_command(run, tmp_path, cli):
+    only_logs = tmp_path / "only_logs"
+    shutil.copytree(run.run_dir / "logs", only_logs / "logs")
+    res = cli("report", only_logs, "-o", tmp_path / "r.html")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == str(tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert "no diagnosis (doctor.json" in html and "`tfperf doctor RUNFILE`" in html
+    assert "no training summary (summary.json)" in html and "`tfperf train RUNFILE`" in html
+    assert 'id="chart-training"' in html and 'id="chart-eval"' in html
+    assert 'id="chart-stages"' not in html
+    assert "not in the report" in res.stderr and "doctor.json" in res.stderr
+
+
+def test_a_folder_that_is_not_a_run_is_one_paragraph(tmp_path, cli):
+    missing = tmp_path / "nowhere"
+    res = cli("report", missing)
+    assert res.exit_code == 2
+    text = res.stderr
+    assert f"{missing}: no such folder; expected a run folder" in text and "Traceback" not in text
+    assert "summary.json" in text and "`tfperf train RUNFILE`" in text
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("nothing tfperf wrote\n")
+    res = cli("report", other)
+    assert res.exit_code == 2 and "holds nothing tfperf wrote" in res.stderr
+    res = cli("report", tmp_path)  # the parent of a run folder: named in the error
+    assert res.exit_code == 2
+    (tmp_path / "inner" / "logs").mkdir(parents=True)
+    res = cli("report", tmp_path)
+    assert "Run folders inside it:" in res.stderr and "inner" in res.stderr
+
+
+def test_help_explains_the_command(cli):
+    res = cli("report", "--help")
+    assert res.exit_code == 0
+    for text in ("--output", "report.html", "doctor.json", "summary.json", "offline"):
+        assert text in res.stdout, text
+
+
+def test_python_reports_write_html(tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    import tfperf
+
+    x = np.random.default_rng(0).normal(size=(512, 8)).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(32)  # no prefetch: a finding
+    fast = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
+    _, rep = tfperf.optimize(ds, None, budget_s=3, overrides=fast)
+    for obj, name in ((rep, "optimize"), (rep.diagnosis, "diagnose"), (rep.fix, "fix")):
+        path = obj.to_html(tmp_path / f"{name}.html")
+        html = path.read_text()
+        assert not EXTERNAL.search(outside_scripts(html)), name
+        assert ('<section id="trials">' in html) == (name != "diagnose"), name
+        assert ('<section id="verdict">' in html) == (name != "fix"), name
+        assert 'id="training"' not in html  # no run folder: no training logs to show
+
+
+def test_the_report_renders_in_a_real_browser(run, report, tmp_path):
+    why = unavailable()
+    if why:
+        pytest.skip(f"no browser: {why}")
+    path, html = report
+    fix = run.doctor_json["fix"]
+    shot = tmp_path / "report.png"
+    (page,) = open_reports([(path, shot)])
+    assert page.errors == [], page.errors
+    assert all(u.startswith("file://") for u in page.requests), page.requests  # nothing fetched
+    drawn = [c["id"] for c in page.charts]
+    assert drawn == re.findall(r'<div id="(chart-[a-z]+)"', html)  # every chart div, in order
+    for chart in page.charts:  # plotly's DOM, drawn: an svg holding traces
+        assert chart["plotly"] and chart["svgs"] >= 1 and chart["traces"] >= 1, chart
+    assert {"chart-rates", "chart-training", "chart-eval"} <= set(drawn)
+    findings, measured = run.doctor_json["diagnosis"]["findings"], measured_by_code(fix)
+    assert ("chart-findings" in drawn) == any(
+        f["expected_speedup"] or f["code"] in measured for f in findings
+    )
+    assert ("chart-trials" in drawn) == any(t["ratio"] is not None for t in fix["trials"])
+    assert page.sections[:3] == ["verdict", "rates", "stages"]
+    assert shot.stat().st_size > 10_000
+    eval_steps = [t["x"] for t in page.traces["chart-eval"] if t["name"] == "eval loss"]
+    assert eval_steps == [list(range(EVERY, STEPS + 1, EVERY))]
+    rates = page.traces["chart-rates"][0]["x"]
+    diag = run.doctor_json["diagnosis"]
+    assert rates[:3] == [
+        diag[k]["examples_per_s"] for k in ("pipeline", "compute_limit", "training")
+    ]
