@@ -94,3 +94,60 @@ def test_accuracy_and_crossentropy_follow_the_shapes(tmp_path, kind, model):
     want = reference.evaluate(getattr(user, kind)(False, 16), verbose=0, return_dict=True)
     assert got["accuracy"] == pytest.approx(want["accuracy"], abs=1e-6)
     assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+
+
+OWN_BATCH_CODE = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+RNG = np.random.default_rng(1)
+X = RNG.standard_normal((512, 4)).astype("float32")
+Y = np.argmax(X[:, :3], axis=1).astype("int64")
+
+
+def pipeline(training=True):
+    # batches 32 whatever pipeline.batch_size says (512 by default), as users' functions do
+    return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(32, drop_remainder=True)
+
+
+def softmax_model():
+    keras.utils.set_random_seed(3)
+    x = keras.Input(shape=(4,), name="x")
+    return keras.Model({"x": x}, keras.layers.Dense(3, activation="softmax")(x))
+"""
+
+
+@pytest.mark.parametrize("steps_per_loop", [1, 4])
+def test_metrics_of_a_pipeline_with_its_own_batch_agree_with_keras(tmp_path, steps_per_loop):
+    """The loss and accuracy of the last call are Keras' own on the same batches (a learning
+    rate too small to move the weights): they were divided by pipeline.batch_size (512) while
+    the pipeline batched 32, reading accuracy 0.06 for a model Keras put at 0.8."""
+    module = f"own_batch_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(OWN_BATCH_CODE)
+    steps = 8
+    doc = {
+        "data": {"pipeline": f"{module}:pipeline"},
+        "model": {
+            "name": f"{module}:softmax_model",
+            "loss": "sparse_categorical_crossentropy",
+            "metrics": ["accuracy"],
+            "learning_rate": 1e-12,
+        },
+        "train": {
+            "out_dir": str(tmp_path / "run"),
+            "monitor_system": False,
+            "max_steps": steps,
+            "steps_per_loop": steps_per_loop,
+        },
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(doc))
+    result = train(load_config(tmp_path / "run.yaml"), progress=False)
+    assert result.global_batch == 32
+    user = __import__(module)
+    reference = user.softmax_model()
+    reference.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    last_call = user.pipeline().skip(steps - steps_per_loop).take(steps_per_loop)
+    want = reference.evaluate(last_call, verbose=0, return_dict=True)
+    assert result.metrics["metrics/accuracy"] == pytest.approx(want["accuracy"], abs=1e-5)
+    assert result.final_loss == pytest.approx(want["loss"], rel=1e-4)

@@ -301,6 +301,18 @@ def _restore(ckpt: Any, own: list[str], dirs: RunDirs, info: StrategyInfo) -> st
     return path
 
 
+def per_replica_batch(cfg: RunConfig, spec: Any) -> int:
+    """The batch each replica's dataset yields: its static leading dimension (a user's
+    pipeline may batch other than pipeline.batch_size), else pipeline.batch_size."""
+    import tensorflow as tf
+
+    first = tf.nest.flatten(spec)[0] if tf.nest.flatten(spec) else None
+    shape = getattr(first, "shape", None)
+    if shape is not None and shape.rank and shape[0] is not None:
+        return int(shape[0])
+    return cfg.pipeline.batch_size
+
+
 def prepare(
     cfg: RunConfig,
     *,
@@ -318,9 +330,9 @@ def prepare(
         hold_out_dir(held, cfg, dirs)
         for p in remove_stale(dirs.out_dir, dirs.checkpoint_dir, holding=True):
             say(True, f"removed {p}, left by a process killed while writing it")
-    global_batch = cfg.pipeline.batch_size * info.replicas
-    target, target_reason = _plan(cfg, max_steps, global_batch)
     spec = element_spec(cfg)
+    global_batch = per_replica_batch(cfg, spec) * info.replicas
+    target, target_reason = _plan(cfg, max_steps, global_batch)
     choice = pick_precision(cfg, info, spec, global_batch, target)
     if choice.measured:
         say(progress, choice.describe())

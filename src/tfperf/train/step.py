@@ -213,7 +213,9 @@ class TrainStep:
             preds = tf.nest.map_structure(to_float32, preds)
             labels = match_rank(labels, preds)
             losses = per_example(self.loss_fn(labels, preds))
-            loss = tf.nn.compute_average_loss(losses, global_batch_size=self.global_batch)
+            # The mean over the batch as it really is (its rows x replicas), as Keras does: a
+            # user's pipeline may batch other than pipeline.batch_size, or end short.
+            loss = tf.nn.compute_average_loss(losses)
             if model.losses:
                 loss += tf.nn.scale_regularization_loss(
                     tf.add_n([tf.cast(x, tf.float32) for x in model.losses])
@@ -225,7 +227,7 @@ class TrainStep:
         mvals = {}
         for k, fn in self.metric_fns.items():
             values = per_example(tf.cast(fn(labels, preds), tf.float32))
-            mvals[k] = tf.nn.compute_average_loss(values, global_batch_size=self.global_batch)
+            mvals[k] = tf.nn.compute_average_loss(values)
         if self.print_names:
             self._print(loss, labels, taps)
         return loss, mvals
