@@ -85,7 +85,8 @@ CASES = [
         ["model.name=badcode:pixels"],
         [
             "model.name: calling the model on one batch of the features failed: its inputs "
-            "['pixels'] vs the features {'id': (8,), 'x': (8, 4)} (data.label 'y' removed)",
+            "['pixels'] expecting (None, 4) vs the features {'id': (8,), 'x': (8, 4)} "
+            "(data.label 'y' removed)",
             "name each keras.Input after the feature it takes",
             "badcode.py",
         ],
@@ -94,7 +95,7 @@ CASES = [
         "unbatched_pipeline",  # a pipeline without .batch(): the model gets single examples
         ["data.pipeline=badcode:unbatched", "model.name=badcode:x_only"],
         [
-            "its inputs ['x'] vs the features {'x': (4,)}",
+            "its inputs ['x'] expecting (None, 4) vs the features {'x': (4,)}",
             "badcode:unbatched yields single examples; end it with .batch(batch_size)",
         ],
     ),

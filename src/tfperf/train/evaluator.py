@@ -86,7 +86,11 @@ class Evaluator:
         self.dataset = eval_dataset(cfg, self.max_batches)
         # Builds the model and checks it against the eval batches (inputs, output, labels).
         check_fit(
-            cfg, self.model, self.dataset.element_spec, [self.loss_fn, *self.metric_fns.values()]
+            cfg,
+            self.model,
+            self.dataset.element_spec,
+            [self.loss_fn, *self.metric_fns.values()],
+            lambda: next(iter(self.dataset.take(1)), None),
         )
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         # Only model and step: the evaluator never needs the optimizer or the iterator.

@@ -7,7 +7,7 @@ deep inside a traced function.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +96,43 @@ def _unbatched(model: Any, features_spec: Any) -> bool:
     return len(ranks) == len(specs) and ranks == sorted(s.shape.rank + 1 for s in specs)
 
 
-def run_on_zeros(cfg: Any, model: Any, features_spec: Any) -> Any:
-    """The model's output on zeros shaped like the features (this builds its variables);
-    a failure names the model's inputs and the features."""
+def needs_real_batch(spec: Any) -> bool:
+    """Whether zeros shaped like `spec` could not stand in for a batch: an unknown axis
+    besides the batch (windows, frames, images of any size), strings (a StringLookup fails
+    on ""), ragged or sparse components."""
+    import tensorflow as tf
+
+    for s in tf.nest.flatten(spec):
+        if not isinstance(s, tf.TensorSpec) or s.dtype == tf.string:
+            return True
+        if s.shape.rank is None or None in s.shape.as_list()[1:]:
+            return True
+    return False
+
+
+def _real_shapes(features: Any) -> str:
+    import tensorflow as tf
+
+    def shape(t: Any) -> Any:
+        return tuple(t.shape.as_list()) if isinstance(t, tf.Tensor) else type(t).__name__
+
+    if isinstance(features, dict):
+        return "{" + ", ".join(f"'{k}': {shape(v)}" for k, v in sorted(features.items())) + "}"
+    return str(tf.nest.map_structure(shape, features))
+
+
+def run_on_zeros(
+    cfg: Any, model: Any, features_spec: Any, sample: Callable[[], Any] | None = None
+) -> Any:
+    """The model's output on one batch (this builds its variables): zeros shaped like the
+    features, or the real batch `sample()` gives where zeros cannot stand in for it; a
+    failure names the model's inputs and the features."""
+    real = None
+    if sample is not None and needs_real_batch(features_spec):
+        real = sample()
     try:
-        return model(adapt_features(model, zeros_batch(features_spec)), training=False)
+        features = real if real is not None else zeros_batch(features_spec)
+        return model(adapt_features(model, features), training=False)
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever the model raises is reported
@@ -119,12 +151,24 @@ def run_on_zeros(cfg: Any, model: Any, features_spec: Any) -> Any:
         else:
             hint = f"fix the model in {model_home(cfg)}"
         label = f" (data.label '{cfg.data.label}' removed)" if cfg.data.label else ""
+        if real is not None:
+            found = f"{_real_shapes(real)} (a real batch)"
+        else:
+            found = _shapes(features_spec, cfg.pipeline.batch_size)
         raise FitError(
             f"model.name: calling the model on one batch of the features failed: its "
-            f"inputs {inputs or '(unnamed)'} vs the features "
-            f"{_shapes(features_spec, cfg.pipeline.batch_size)}{label}: "
+            f"inputs {inputs or '(unnamed)'}{_expected(model)} vs the features "
+            f"{found}{label}: "
             f"{describe_failure(exc)}; {hint}"
         ) from None
+
+
+def _expected(model: Any) -> str:
+    """' expecting (None, 120, 7)': the shapes the model's inputs declare, when it has them."""
+    shapes = [tuple(t.shape) for t in getattr(model, "inputs", None) or [] if hasattr(t, "shape")]
+    if not shapes:
+        return ""
+    return f" expecting {shapes[0] if len(shapes) == 1 else shapes}"
 
 
 # ---- the output against the labels -----------------------------------------------------------
@@ -200,9 +244,21 @@ def check_outputs(cfg: Any, out: Any, labels_spec: Any, objectives: Sequence[Obj
         )
 
 
-def check_fit(cfg: Any, model: Any, spec: Any, objectives: Sequence[Objective]) -> None:
-    """Runs the model once on zeros shaped like a batch's features (building it) and checks
-    its output against the labels; call inside the strategy's scope."""
+def check_fit(
+    cfg: Any,
+    model: Any,
+    spec: Any,
+    objectives: Sequence[Objective],
+    sample: Callable[[], Any] | None = None,
+) -> None:
+    """Runs the model once on a batch's features (building it) and checks its output
+    against the labels; call inside the strategy's scope. `sample()` gives one real batch
+    of the dataset, used where zeros cannot stand in for it (needs_real_batch)."""
     features_spec, labels_spec = split_batch(cfg, spec)
-    out = run_on_zeros(cfg, model, features_spec)
+
+    def features() -> Any:
+        batch = sample() if sample is not None else None
+        return split_batch(cfg, batch)[0] if batch is not None else None
+
+    out = run_on_zeros(cfg, model, features_spec, features if sample is not None else None)
     check_outputs(cfg, out, labels_spec, objectives)

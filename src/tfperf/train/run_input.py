@@ -66,6 +66,13 @@ def dataset_fn(cfg: RunConfig, counter: EpochCounter | None = None) -> Any:
     return fn
 
 
+def first_batch(cfg: RunConfig) -> Any:
+    """One real training batch (as one replica gets it), None when the pipeline is empty."""
+    import tensorflow as tf
+
+    return next(iter(dataset_fn(cfg)(tf.distribute.InputContext()).take(1)), None)
+
+
 def element_spec(cfg: RunConfig) -> Any:
     """The batch structure, from a pipeline built (never iterated) in this process."""
     # TensorFlow is imported on first use so that `tfperf --help` stays fast.
@@ -74,7 +81,8 @@ def element_spec(cfg: RunConfig) -> Any:
     return dataset_fn(cfg)(tf.distribute.InputContext()).element_spec
 
 
-def _record_bytes(cfg: RunConfig) -> int:
+def mean_record_bytes(cfg: RunConfig) -> int:
+    """A training record's mean serialized size (from the manifest); 0 when unknown."""
     if cfg.data.pipeline:
         return 0
     split = open_source(cfg).manifest.splits.get(cfg.data.train_split)
@@ -195,5 +203,5 @@ def training_input(
             iterator = iter(distribute_input(info, dataset_fn(cfg, counter)))
         saved = None
     if saved is not None and cfg.pipeline.shuffle_buffer > 1:
-        warn_if_iterator_large(cfg.pipeline.shuffle_buffer, _record_bytes(cfg))
+        warn_if_iterator_large(cfg.pipeline.shuffle_buffer, mean_record_bytes(cfg))
     return iterator, saved

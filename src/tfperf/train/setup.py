@@ -50,6 +50,7 @@ from tfperf.train.run_input import (
     dataset_fn,
     element_spec,
     epoch_counter,
+    first_batch,
     input_seeded_by_step,
     training_input,
 )
@@ -131,7 +132,7 @@ def build_train_parts(
     with info.strategy.scope():
         model, loss_fn, metric_fns = build_model_and_loss(cfg)
         # Builds the model on zeros and checks it against the batches (inputs, output, labels).
-        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()])
+        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], lambda: first_batch(cfg))
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
@@ -302,14 +303,21 @@ def _restore(ckpt: Any, own: list[str], dirs: RunDirs, info: StrategyInfo) -> st
 
 
 def per_replica_batch(cfg: RunConfig, spec: Any) -> int:
-    """The batch each replica's dataset yields: its static leading dimension (a user's
-    pipeline may batch other than pipeline.batch_size), else pipeline.batch_size."""
+    """The batch each replica's dataset yields: its static leading dimension, else for a
+    user's pipeline (which may batch other than pipeline.batch_size) the first batch's
+    rows, else pipeline.batch_size."""
     import tensorflow as tf
 
-    first = tf.nest.flatten(spec)[0] if tf.nest.flatten(spec) else None
-    shape = getattr(first, "shape", None)
+    from tfperf.measure import leading_dim
+
+    flat = [s for s in tf.nest.flatten(spec) if getattr(s, "shape", None) is not None]
+    shape = flat[0].shape if flat else None
     if shape is not None and shape.rank and shape[0] is not None:
         return int(shape[0])
+    if cfg.data.pipeline:
+        batch = first_batch(cfg)
+        if batch is not None:
+            return max(1, leading_dim(batch))
     return cfg.pipeline.batch_size
 
 
