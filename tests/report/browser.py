@@ -59,7 +59,7 @@ class Rendered:
     sections: list[str] = field(default_factory=list)  # ids of the page's <section>s
 
 
-def _load(browser: Any, html: Path, screenshot: Path, width: int, full_page: bool) -> Rendered:
+def _load(browser: Any, html: Path, screenshot: Path, width: int, until: str | None) -> Rendered:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     out = Rendered()
@@ -76,21 +76,27 @@ def _load(browser: Any, html: Path, screenshot: Path, width: int, full_page: boo
     out.traces = page.evaluate(TRACES_JS)
     out.title = page.title()
     out.sections = page.evaluate(SECTIONS_JS)
-    page.screenshot(path=str(screenshot), full_page=full_page)
+    if until is None:
+        page.screenshot(path=str(screenshot), full_page=True)
+    else:
+        js = f"() => document.getElementById('{until}').getBoundingClientRect().bottom + 16"
+        clip = {"x": 0, "y": 0, "width": width, "height": page.evaluate(js)}
+        page.screenshot(path=str(screenshot), full_page=True, clip=clip)
     page.close()
     return out
 
 
 def open_reports(
-    pages: list[tuple[Path, Path]], *, width: int = 1280, full_page: bool = True
+    pages: list[tuple[Path, Path]], *, width: int = 1280, until: str | None = None
 ) -> list[Rendered]:
     """Loads each (html, screenshot) page from disk in one headless Chromium, waits until
-    every chart is drawn (10 s at most), saves its screenshot and returns what rendered."""
+    every chart is drawn (10 s at most), saves its screenshot (the whole page, or down to
+    the end of the section with id `until`) and returns what rendered."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            return [_load(browser, html, shot, width, full_page) for html, shot in pages]
+            return [_load(browser, html, shot, width, until) for html, shot in pages]
         finally:
             browser.close()

@@ -66,12 +66,14 @@ def stage_label(stage: dict[str, Any], slowest: str | None) -> str:
 
 def stages_waterfall(diagnosis: dict[str, Any] | None) -> Any:
     """The pipeline cut after each stage: each bar the microseconds per example its stage
-    adds (prefixes are nested, so they add up to the whole pipeline's), labelled with the
-    prefix's examples/s; the slowest stage in red and marked."""
+    adds (prefixes are nested, so they add up), labelled with the prefix's examples/s; the
+    slowest stage in red and marked; last, the whole pipeline as timed alone."""
     stages = (diagnosis or {}).get("stages") or []
-    if not any(s.get("examples_per_s") for s in stages):
+    if not diagnosis or not any(s.get("examples_per_s") for s in stages):
         return None
-    slowest = diagnosis.get("slowest_stage") if diagnosis else None
+    slowest = diagnosis.get("slowest_stage")
+    rate = diagnosis["pipeline"]["examples_per_s"]
+    whole = 1e6 / rate if rate else 0.0
     labels = [stage_label(s, slowest) for s in stages]
     added = [s.get("us_per_example") or 0.0 for s in stages]
     text = [
@@ -81,14 +83,15 @@ def stages_waterfall(diagnosis: dict[str, Any] | None) -> Any:
     fig = go.Figure(
         go.Waterfall(
             orientation="h",
-            y=[*labels, "whole pipeline"],
-            x=[*added, 0.0],
-            measure=["relative"] * len(stages) + ["total"],
-            text=[*text, f"{number(sum(added))} us/example"],
+            y=[*labels, "pipeline alone"],
+            x=[*added, whole],
+            measure=["relative"] * len(stages) + ["absolute"],
+            text=[*text, f"{number(rate)} ex/s ({number(whole)} us/example)"],
             textposition="outside",
             cliponaxis=False,
             increasing={"marker": {"color": BLUE}},
             totals={"marker": {"color": GREY}},
+            decreasing={"marker": {"color": GREY}},
             connector={"line": {"color": "#bbbbbb"}},
             hovertemplate="%{y}<br>adds %{x:.1f} us per example<br>%{text}<extra></extra>",
         )

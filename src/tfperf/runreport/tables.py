@@ -41,8 +41,9 @@ def gain_text(value: float | None) -> str:
 def table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     """An HTML table; cells are HTML already (escape what you put in them)."""
     th = "".join(f"<th>{h}</th>" for h in head)
+    thead = f"<thead><tr>{th}</tr></thead>" if any(head) else ""
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="{cls}">{thead}<tbody>{body}</tbody></table>'
 
 
 def verdict_html(diagnosis: dict[str, Any] | None, summary: dict[str, Any] | None) -> str:
@@ -80,7 +81,9 @@ def rates_table(diagnosis: dict[str, Any]) -> str:
         ["(b) model on one cached batch", number(d["compute_limit"]["examples_per_s"]), "limit"],
         ["(c) training", number(d["training"]["examples_per_s"]), "pipeline + model"],
     ]
-    rows += [[_e(name), number(rate), "what-if"] for name, rate in d.get("variants", {}).items()]
+    for name, rate in d.get("variants", {}).items():
+        label = name if name.startswith(("training", "compute")) else f"compute with {name}"
+        rows.append([_e(label), number(rate), "what-if"])
     return table(["measured side by side", "examples/s", "note"], rows, "num")
 
 
