@@ -39,6 +39,7 @@ RunDirArg = Annotated[
     str,
     typer.Argument(
         help="The run folder: a run file's train.out_dir (e.g. runs/chess/train).",
+        metavar="RUN_DIR",
         show_default=False,
     ),
 ]
