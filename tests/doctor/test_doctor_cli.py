@@ -52,7 +52,8 @@ def test_compute_bound_run_gets_no_input_advice(tmp_path, cli):
     assert data["fix"] is None
 
 
-def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli):
+def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
     path = write_run(tmp_path, "py_function", "tiny_model")
     res = cli("doctor", path)
     assert res.exit_code == 0, res.output
@@ -60,6 +61,11 @@ def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli):
     assert "highly input-bound" in out
     assert "py_function" in out and "slowest" in out
     assert "compute limit" in out and "stage prefixes" in out
+    # Redirected, the findings were one line per row, 2,247 columns wide: now the tables
+    # are laid out for 100 columns, long words folded rather than cut.
+    tables = [line for line in out.splitlines() if line[:1] in "┏┃┡│├└"]
+    assert tables and max(len(line) for line in tables) <= 100, out
+    assert "…" not in out
 
 
 def test_user_errors_are_one_line(tmp_path, cli):

@@ -40,8 +40,10 @@ SetOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
-# A report redirected or piped is this wide: wide enough that no line ever wraps.
-UNWRAPPED_WIDTH = 10_000
+# A report redirected or piped (no terminal to fit) is laid out for this many columns,
+# unless COLUMNS says otherwise: tables wrap their cells, never a line per row of
+# thousands of characters (rich would otherwise size a table to its longest cell).
+REPORT_WIDTH = 100
 
 
 # The real stdout of the running command(s): while a command runs, what anything else
@@ -66,12 +68,21 @@ def others_print_to_stderr() -> Iterator[None]:
         _reports.pop()
 
 
+def report_width() -> int | None:
+    """The report's width: None (fit the window) on a terminal; redirected or piped,
+    COLUMNS when set, else REPORT_WIDTH."""
+    if report_stream().isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else REPORT_WIDTH
+
+
 def stdout_console() -> Console:
     """The console of a command's report, on stdout (progress and logs go to stderr): on a
-    terminal it fits the window; redirected or piped (`> file`, `| less`) it never wraps,
-    so a path stays whole on its line."""
-    out = report_stream()
-    return Console(file=out, width=None if out.isatty() else UNWRAPPED_WIDTH)
+    terminal it fits the window; redirected or piped (`> file`, `| less`) tables are laid
+    out for report_width() columns, their cells wrapped. Lines of text are never wrapped
+    (soft_wrap), so a path printed on its own line stays whole there."""
+    return Console(file=report_stream(), width=report_width(), soft_wrap=True)
 
 
 # TensorFlow's (and xprof's) start-up lines: C++ writes them straight to file descriptor 2,

@@ -105,7 +105,13 @@ def _shown(value: Any) -> str:
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
-    table = Table("key", "type", "default", "meaning", box=None, pad_edge=False)
+    table = Table(box=None, pad_edge=False)
+    # The key stays whole (it is what --set takes); a long type or default wraps in its
+    # cell, and the meaning takes the width left.
+    table.add_column("key", no_wrap=True)
+    table.add_column("type", max_width=16)
+    table.add_column("default", max_width=12, overflow="fold")
+    table.add_column("meaning", ratio=1, overflow="fold")
     for r in rows:
         table.add_row(
             *(Text(t) for t in (r["key"], r["type"], _shown(r["default"]))), Text(r["description"])

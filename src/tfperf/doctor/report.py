@@ -61,10 +61,10 @@ def render_findings(diag: Diagnosis, console: Console) -> None:
         return
     f = Table(title="findings, most promising first", show_lines=True)
     f.add_column("#", justify="right")
-    f.add_column("finding")
-    f.add_column("evidence")
-    f.add_column("change")
-    f.add_column("expected")
+    # Folded, not cut with "...": a run-file key or address longer than its column stays
+    # complete (tables are laid out for 100 columns when the report is redirected).
+    for name in ("finding", "evidence", "change", "expected"):
+        f.add_column(name, overflow="fold")
     for i, fd in enumerate(diag.findings, 1):
         where = f"\n[dim]{fd.stage}[/]" if fd.stage else ""
         title = f"[bold]{fd.code}[/]\n{fd.title}{where}"
@@ -89,12 +89,12 @@ def render_fix(result: FixResult, console: Console) -> None:
     if result.predicted is not None:
         title += f"; predicted ~{result.predicted:.2f}x"
     t = Table(title=title)
-    t.add_column("change")
+    t.add_column("change", overflow="fold")
     t.add_column("training examples/s", justify="right")
     t.add_column("predicted", justify="right")
     t.add_column("measured vs best so far", justify="right")
     t.add_column("kept")
-    t.add_column("note")
+    t.add_column("note", overflow="fold")
     t.add_row("(before)", number(result.before), "", "", "", "")
     for trial in result.trials:
         ratio = (
