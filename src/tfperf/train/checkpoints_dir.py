@@ -18,6 +18,7 @@ from typing import Any
 from tfperf.errors import UserError
 from tfperf.util.files import write_text_atomic
 from tfperf.util.lock import folder_lock
+from tfperf.util.made_dirs import removed_on_failure
 
 STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file
 FINAL_NAME = "FINAL"
@@ -54,7 +55,10 @@ class OutDirError(UserError):
 def hold_out_dir(stack: ExitStack, cfg: Any, dirs: RunDirs) -> None:
     """Takes train.out_dir's folder lock until `stack` closes (another `tfperf train` there
     is refused, naming this process) and makes the run's folders; a folder that cannot be
-    written is an OutDirError naming it."""
+    written is an OutDirError naming it. If the run then fails, the folders it made are
+    removed again while still empty (a failed start leaves nothing behind)."""
+    # Entered before the lock, so left after it: the lock file is gone by then.
+    stack.enter_context(removed_on_failure(dirs.checkpoint_dir, dirs.log_dir))
     try:
         stack.enter_context(folder_lock(dirs.out_dir, "tfperf train", what="train.out_dir"))
         for folder in (dirs.checkpoint_dir, dirs.log_dir):
