@@ -39,6 +39,8 @@ class RunState:
     signal: str | None = None  # the signal's name (SIGTERM, SIGINT) when one stopped the run
     nan_message: str | None = None  # why the loss check stopped the run (stop_reason "nan")
     last_checkpoint: str | None = None  # the checkpoint saved as training ended
+    # The run's examples/s so far over its timed calls: what the end-of-run summary says.
+    examples_per_sec: float | None = None
     corrupt_skipped_per_epoch: int | None = None  # records pipeline.on_corrupt=skip drops
 
 

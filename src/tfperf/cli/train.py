@@ -16,13 +16,13 @@ from tfperf.cli.common import (
     RunFileArg,
     SetOpt,
     command,
-    console,
     load_run,
     print_error,
     print_json,
+    stdout_console,
 )
 from tfperf.train.strategy import bind_own_server
-from tfperf.util.format import number
+from tfperf.util.format import number, plural
 
 if TYPE_CHECKING:
     from tfperf.train.loop import TrainResult
@@ -36,9 +36,13 @@ optimizer, step and, with train.checkpoint_input, the input iterator: an interru
 continues exactly where it stopped; one_device and mirrored only: TensorFlow cannot
 save it under multi_worker or parameter_server, nor a pipeline that calls Python
 (py_function, numpy_function, from_generator) or stateful random ops: that one trains
-without it, with a warning). SIGTERM/SIGINT save a checkpoint before exiting.
-Stops at train.max_steps (a global step), train.epochs or train.max_time (seconds); a
-NaN/Inf loss stops training with an error naming the steps.
+without it, with a warning). SIGTERM/SIGINT let the running call finish, then save a
+checkpoint before exiting (saying how large the input iterator in it is: its shuffle
+buffer can take seconds to save). A run that fails before it starts removes the folders it
+made for train.out_dir. Stops at train.max_steps (a global step), train.epochs or
+train.max_time (seconds); a NaN/Inf loss stops training with an error naming the steps.
+The end-of-run summary goes to stdout; the progress bar (examples/s: the mean over the
+timed calls, as the summary's) to stderr.
 
 One `tfperf train` at a time per train.out_dir: a second one is refused, naming the first.
 Writes {out_dir}/logs/train for TensorBoard: loss, each metric under its own name (the
@@ -138,7 +142,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(result.to_dict())
         else:
-            print_summary(result, console)
+            print_summary(result, stdout_console())  # a report: stdout, as every command's
         if result.evaluator is not None and result.evaluator["failed"]:
             # Training's own work is saved; the run still fails, so scripts notice.
             print_error(
@@ -155,14 +159,15 @@ def register(app: typer.Typer) -> None:
 
 
 def print_summary(result: TrainResult, console: Any) -> None:
-    """The end-of-run table: throughput, input wait, precision, strategy, stages."""
+    """The end-of-run table (throughput, input wait, precision, strategy, stages), then
+    where the checkpoint and logs are, each path whole on its own line."""
     t = Table(title=f"training ({result.stopped_because})", show_header=False)
     t.add_column("what")
-    t.add_column("value")
+    t.add_column("value", overflow="fold")  # a word wider than the cell folds, never cut
     t.add_row(
         "steps",
         f"{result.start_step} -> {result.steps} (global batch {result.global_batch}, "
-        f"{result.steps_per_loop} steps per call)",
+        f"{plural(result.steps_per_loop, 'step')} per call)",
     )
     t.add_row("final loss", f"{result.final_loss:.6g}")
     for k, v in result.metrics.items():
@@ -174,13 +179,17 @@ def print_summary(result: TrainResult, console: Any) -> None:
         t.add_row("prefetch buffer", f"{result.buffered_mean:.1f} batches on average")
     t.add_row("precision", (result.precision_detail or result.precision).removeprefix("precision "))
     t.add_row("strategy", result.strategy)
-    t.add_row("checkpoint", str(result.checkpoint or result.checkpoint_dir))
     if result.evaluator is not None:
         t.add_row("evaluator", escape(result.evaluator["summary"]))
     if result.service_summary:
         t.add_row("tf.data service", escape(result.service_summary))
-    t.add_row("TensorBoard", f"tensorboard --logdir {result.log_dir}")
     console.print(t)
+    # Below the table, not in a cell: a cell would wrap a long path.
+    checkpoint = result.checkpoint or result.checkpoint_dir
+    console.print(f"checkpoint: {escape(str(checkpoint))}", highlight=False)
+    console.print(
+        f"TensorBoard: tensorboard --logdir {escape(str(result.log_dir))}", highlight=False
+    )
     if result.pipeline is not None and result.pipeline.stages:
         s = Table(title="input pipeline (tf.data's model, output first)")
         for col in ("stage", "us/element", "elements", "parallelism", "buffered"):

@@ -87,6 +87,11 @@ class CheckpointHook(Hook):
         self.saved: list[str] = []
         self.disk_full = False  # a save failed for space: the end does not try again
 
+    @property
+    def saves_input(self) -> bool:
+        """Whether each checkpoint holds the input iterator (train.checkpoint_input)."""
+        return getattr(self.manager.checkpoint, "iterator", None) is not None
+
     def save(self, run: RunState) -> str | None:
         if run.step == self.last_saved_step:
             return self.manager.latest_checkpoint

@@ -23,12 +23,13 @@ from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.observe.feed import FeedMeter, PipelineSnapshot, pipeline_snapshot
 from tfperf.runreport.run_dir import save_summary
-from tfperf.train.checkpoint import StopOnSignal
+from tfperf.train.checkpoint import CheckpointHook, StopOnSignal
 from tfperf.train.corrupt import corrupt_shards_named
 from tfperf.train.evaluator import check_eval_settings
 from tfperf.train.evaluator_process import EvaluatorChild
 from tfperf.train.service_watch import ServiceWatch
 from tfperf.train.setup import TrainSession, prepare, run_call, say
+from tfperf.train.stop_note import stop_note
 
 __all__ = [
     "TrainResult",
@@ -240,6 +241,7 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
                 run_state.step = step
                 if spl.calls > 0 or s.target == step:  # the first call compiles: not timed
                     meter.add(out["wait_s"], wall, n)
+                    run_state.examples_per_sec = _examples_per_sec(meter, s.global_batch)
                 spl.after_call(wall, n)
                 logs = call_logs(out, first, n, wall, s.global_batch, s.parts.optimizer)
                 snap = pipeline_snapshot(s.iterator) if info.coordinator is None else None
@@ -248,11 +250,8 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
                     _log_snapshot(logs, snap, meter)
                 hooks.on_loop_end(run_state, step, logs)
             if run_state.stop_reason == "signal":
-                say(
-                    True,
-                    f"{run_state.signal or 'signal'}: saving a checkpoint at step {step} and "
-                    "stopping; run the same command to resume",
-                )
+                saver = next((h for h in hooks.hooks if isinstance(h, CheckpointHook)), None)
+                say(True, stop_note(cfg, run_state.signal or "signal", step, saver))
     finally:
         hooks.on_train_end(run_state, logs)
     watch = next((h for h in hooks.hooks if isinstance(h, ServiceWatch)), None)
@@ -260,7 +259,7 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         raise NonFiniteLossError(run_state.nan_message or "the loss is not finite")
     return TrainResult(
         steps=step,
-        examples_per_sec=meter.steps * s.global_batch / meter.wall_s if meter.wall_s else 0.0,
+        examples_per_sec=_examples_per_sec(meter, s.global_batch),
         input_bound_fraction=meter.wait_fraction,
         wait_ms_mean=meter.wait_ms_mean,
         final_loss=logs.get("loss", math.nan),
@@ -284,6 +283,11 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         service=watch.report() if watch else None,
         service_summary=watch.summary() if watch else None,
     )
+
+
+def _examples_per_sec(meter: FeedMeter, global_batch: int) -> float:
+    """The run's rate over its timed calls: the summary's and the progress bar's."""
+    return meter.steps * global_batch / meter.wall_s if meter.wall_s else 0.0
 
 
 def _log_snapshot(logs: dict[str, float], snap: PipelineSnapshot, meter: FeedMeter) -> None:

@@ -7,6 +7,7 @@ import math
 from contextlib import ExitStack
 
 from tfperf.hooks import Hook, RunState
+from tfperf.util.format import number
 from tfperf.util.progress import ProgressBar, progress_bar
 
 
@@ -28,7 +29,9 @@ class NanCheck(Hook):
 
 class ProgressHook(Hook):
     """The progress bar over global steps (to stderr), with loss and examples/s: N/M is the
-    global step reached over the target global step, also after a resume."""
+    global step reached over the target global step, also after a resume. The rate is the
+    run's mean so far (run.examples_per_sec), the one the end-of-run summary reports, not
+    the last call's."""
 
     def __init__(self, total: int | None):
         self.total = total
@@ -44,8 +47,8 @@ class ProgressHook(Hook):
 
     def on_loop_end(self, run: RunState, step: int, logs: dict[str, float]) -> None:
         info = f"loss {logs.get('loss', float('nan')):.4g}"
-        if "step/examples_per_sec" in logs:
-            info += f"  {logs['step/examples_per_sec']:.0f} ex/s"
+        if run.examples_per_sec:  # none yet after the first call, which compiles
+            info += f"  {number(run.examples_per_sec)} ex/s mean"
         if self.bar is not None:
             self.bar.update(completed=step, info=info)
 

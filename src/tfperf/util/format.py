@@ -16,3 +16,8 @@ def compact(value: float) -> str:
     if abs(value) >= 1e6:
         return f"{value / 1e6:.1f}M"
     return f"{value / 1e3:.0f}k" if abs(value) >= 1e4 else f"{value:,.0f}"
+
+
+def plural(count: float, word: str, many: str | None = None) -> str:
+    """'1 step', '20 steps' ('many' for an irregular plural): the count with its noun."""
+    return f"{count:,g} {word if count == 1 else many or word + 's'}"
