@@ -81,6 +81,22 @@ def _measure(
 
 
 # ---- stage prefixes ----------------------------------------------------------------------
+def stage_prefix(
+    graph: lint.DatasetGraph, st: lint.GraphStage, batch: int
+) -> tuple[Any, int | None]:
+    """The pipeline cut after `st` as the doctor times it, and the batch its elements are
+    pulled in (None: they are batches already), so that every prefix counts examples."""
+    ds = lint.prefix_dataset(graph, st)
+    if graph.in_blocks(st):
+        # Split as the later unbatch splits them: a block of records counted as one example
+        # made a cheap reader look like the slowest stage (627 ex/s beside a pipeline of
+        # 21,888).
+        return ds.unbatch(), batch
+    # No batch stage: the elements are whole batches already (e.g. a generator of batches).
+    unbatched = graph.batch_size is None
+    return ds, None if st.batched or unbatched else batch
+
+
 def _stage_probes(
     graph: lint.DatasetGraph,
     batch: int,
@@ -92,8 +108,6 @@ def _stage_probes(
     `limit`: seconds per repeat."""
     out: list[tuple[lint.GraphStage, Probe | None]] = []
     measurable = graph.measurable()
-    # No batch stage: the elements are whole batches already (e.g. a generator of batches).
-    unbatched = graph.batch_size is None
     for i, st in enumerate(measurable):
         nxt = measurable[i + 1] if i + 1 < len(measurable) else None
         if nxt is not None and nxt.kind in ("flat_map", "interleave"):
@@ -101,8 +115,7 @@ def _stage_probes(
             continue
         name = f"stage {st.label}"
         try:
-            ds = lint.prefix_dataset(graph, st)
-            per_batch = None if st.batched or unbatched else batch
+            ds, per_batch = stage_prefix(graph, st, batch)
             probe = dataset_probe(name, ds, d, batch_size=per_batch, time_limit=limit)
             out.append((st, probe))
         except Exception as exc:  # noqa: BLE001 - a prefix that cannot run alone is reported

@@ -194,6 +194,21 @@ class DatasetGraph:
         """Stages whose prefix is worth timing (pass-through wrappers are skipped)."""
         return [s for s in self.stages if s.kind not in ("options", "take", "skip")]
 
+    def in_blocks(self, stage: GraphStage) -> bool:
+        """Whether `stage` yields blocks of examples that a later unbatch splits (records
+        read in blocks inside an interleave, say), not single examples nor batches: each of
+        its elements holds many examples."""
+        if stage.batched:
+            return False  # batches: their rows are examples already
+        if not stage.output_shapes or not all(stage.output_shapes):
+            return False  # a scalar (or unknown rank) cannot be split by rows
+        for later in self.stages[stage.index + 1 :]:
+            if later.kind in ("batch", "map_batch"):
+                return False
+            if later.kind == "unbatch":
+                return True
+        return False
+
 
 def const_value(nodes: dict[str, Any], ref: str) -> Any:
     # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
