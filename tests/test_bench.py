@@ -15,7 +15,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
-from tfperf.bench import stage_prefixes  # noqa: E402
+from tfperf.bench import stage_prefixes, timed_dataset  # noqa: E402
 from tfperf.config import config_from_dict  # noqa: E402
 from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
 from tfperf.data.schema import Feature, Schema  # noqa: E402
@@ -146,7 +146,24 @@ def test_bench_table_for_people(chess_run):
         assert label in text
     assert "examples/s" in text and "MB/s" in text and "CPU us/ex" in text
     assert "batch 16" in text  # --set reached the pipeline
-    assert "tuned / original = " in text and "of the read-only bound" in text
+    assert "tuned / original = " in text and "of the rate of the reader alone" in text
+    assert "bound" not in text  # the reader alone is no bound: the full pipeline may beat it
+
+
+def test_record_prefixes_repeat_before_their_batch(chess_run):
+    # "+shuffle" was repeated after bench's batch: each epoch ended with the shuffle buffer
+    # drained without reading, and a buffer larger than the split, filled in the warm-up,
+    # made "+shuffle" 875% of reading alone. Repeated first, as training repeats, the
+    # buffer stays full and every record yielded is one read.
+    from tfperf.config import load_config
+
+    cfg = load_config(str(chess_run), ["pipeline.shuffle_buffer=1000"])  # > the 400 records
+    for stage in ("read", "shuffle"):
+        ds = timed_dataset(cfg, "tuned", stage, "train")
+        assert int(tf.data.experimental.cardinality(ds)) == tf.data.INFINITE_CARDINALITY
+        assert ds.element_spec.shape == (BATCH,)  # pulled in batches, as training pulls
+    first_epochs = next(iter(timed_dataset(cfg, "tuned", "shuffle", "train").batch(25)))
+    assert first_epochs.shape == (25, BATCH)  # 800 records: past the end of the first epoch
 
 
 def test_bench_errors_name_the_option_or_file(plain_run, tmp_path):
