@@ -19,6 +19,10 @@ from tfperf.measure import Probe, Run, compare, side_by_side
 BATCH = 128  # the batch of common.regression_cfg
 
 
+FIT_XLA = [False]  # fit's resolved jit_compile, from its last run
+OUR_XLA = [""]  # tfperf's train.jit_compile choice and reason, from its last run
+
+
 def keras_fit(steps: int, steps_per_execution: int) -> Run:
     """A whole model.fit call of `steps` steps, after a warm-up fit (fit's own loop and
     callbacks count, as they do for its users)."""
@@ -37,8 +41,9 @@ def keras_fit(steps: int, steps_per_execution: int) -> Run:
         optimizer=optimizer,
         loss=wl.loss,
         steps_per_execution=steps_per_execution,
-        jit_compile=False,
+        jit_compile="auto",  # Keras' default, as tfperf's train.jit_compile: auto
     )
+    FIT_XLA[0] = bool(model.jit_compile)  # what auto resolved to on this host
     ds = make_input_dataset(cfg, training=True)
     warm = 2 * steps_per_execution
     model.fit(ds, epochs=1, steps_per_epoch=warm, verbose=0)  # trace and warm up
@@ -56,6 +61,7 @@ def tfperf_loop(steps: int) -> tuple[Run, int]:
     cfg = regression_cfg("bench_fit_", steps, "float32")
     ensure_workload_data(cfg, progress=False)
     result = train(cfg, progress=False)
+    OUR_XLA[0] = f"{'on' if result.jit_compile else 'off'} ({result.jit_compile_reason})"
     return run_at(result.examples_per_sec, steps, BATCH), result.steps_per_loop
 
 
@@ -94,7 +100,9 @@ def main() -> None:
         f"{machine()}. Regression workload, float32, batch {BATCH}, the same tuned tf.data "
         f"pipeline for both; {steps} timed steps per run after a warm-up, median [min-max] "
         f"of {repeats} interleaved runs; 'tfperf / this' is the median [min-max] of the "
-        "per-run pairs.\n"
+        "per-run pairs. XLA, each side with its own `auto`: tfperf train "
+        f"{OUR_XLA[0]}; model.fit compile(jit_compile='auto') resolved to "
+        f"{'on' if FIT_XLA[0] else 'off'}.\n"
     )
     print(table(["variant", "examples/s", "tfperf / this"], rows))
     # Against the faster fit; compare() calls it slower only when every pair is and the

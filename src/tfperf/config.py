@@ -190,6 +190,12 @@ class TrainConfig(_Section):
     print_steps: int = Field(3, gt=0, description="steps that print_tensors prints")
     monitor_system: bool = Field(True, description="CPU, RAM and GPU use in TensorBoard")
     seed: int = Field(0, description="seed of weights and dropout")
+    jit_compile: bool | Literal["auto"] = Field(
+        "auto",
+        description="compile the train step with XLA; auto: as Keras' compile (on with an "
+        "accelerator when every layer supports it, off on CPU-only hosts and under mirrored "
+        "or multi-worker)",
+    )
 
 
 class EvalConfig(_Section):

@@ -52,13 +52,17 @@ input/stage_us/*, input/service_lost (examples a distributed_epoch epoch lost on
 service), weight histograms, and the train function's graph. When training ends
 normally, {out_dir}/checkpoints/FINAL ({"step": N, "checkpoint": path}) marks the end.
 
-train.precision: auto | float32 | mixed_float16 | mixed_bfloat16 (auto times each policy
+train.jit_compile: auto | true | false (auto, as Keras' compile: XLA on with an accelerator
+when every layer supports it, off on CPU-only hosts and under mirrored or multi-worker; a
+step XLA refuses trains without it, saying why). train.precision: auto | float32 |
+mixed_float16 | mixed_bfloat16 (auto times each policy
 the hardware runs and keeps the fastest with a finite loss). train.strategy: auto |
 one_device | mirrored | multi_worker (TF_CONFIG) | parameter_server (train.cluster, with
 `tfperf cluster-server` tasks).
 
 --json prints: steps, start_step, examples_per_sec, input_bound_fraction (input wait /
-wall time), wait_ms_mean, final_loss, metrics, precision, precision_detail, strategy,
+wall time), wait_ms_mean, final_loss, metrics, precision, precision_detail, jit_compile
+(the train step compiled with XLA) and jit_compile_reason, strategy,
 stopped_because (max_steps | epochs | max_time | signal), signal (SIGTERM | SIGINT:
 the command then exits 143 | 130 after saving the checkpoint), steps_per_loop, global_batch,
 restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipeline
@@ -178,6 +182,7 @@ def print_summary(result: TrainResult, console: Any) -> None:
     if result.buffered_mean is not None:
         t.add_row("prefetch buffer", f"{result.buffered_mean:.1f} batches on average")
     t.add_row("precision", (result.precision_detail or result.precision).removeprefix("precision "))
+    t.add_row("XLA", f"{'on' if result.jit_compile else 'off'} ({result.jit_compile_reason})")
     t.add_row("strategy", result.strategy)
     if result.evaluator is not None:
         t.add_row("evaluator", escape(result.evaluator["summary"]))

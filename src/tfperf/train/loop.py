@@ -72,6 +72,8 @@ class TrainResult:
     evaluator: dict[str, Any] | None = None  # EvaluatorOutcome.to_dict() with --evaluator
     service: dict[str, Any] | None = None  # ServiceWatch.report() with pipeline.service on
     service_summary: str | None = None
+    jit_compile: bool = False  # the train step compiled with XLA (train.jit_compile)
+    jit_compile_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -282,6 +284,8 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         evaluator=evaluator.outcome.to_dict() if evaluator and evaluator.outcome else None,
         service=watch.report() if watch else None,
         service_summary=watch.summary() if watch else None,
+        jit_compile=s.parts.train_step.jit.enabled,
+        jit_compile_reason=s.parts.train_step.jit.reason,
     )
 
 

@@ -59,6 +59,7 @@ from tfperf.train.stale import remove_stale
 from tfperf.train.step import TrainStep
 from tfperf.train.strategy import StrategyInfo, distribute_input, make_strategy
 from tfperf.train.warm_start import warm_start
+from tfperf.train.xla import host_accelerators, resolve_jit_compile
 
 TRIAL_STEPS = 8  # steps per timed call when `precision: auto` measures a policy
 TRIAL_CALLS = 3  # timed calls per policy (the fastest counts)
@@ -136,6 +137,13 @@ def build_train_parts(
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
+    jit = resolve_jit_compile(
+        cfg.train.jit_compile,
+        model,
+        info.kind,
+        host_accelerators(),
+        printing=bool([n for n in print_tensors if n]),
+    )
     train_step = TrainStep(
         model,
         optimizer,
@@ -146,6 +154,7 @@ def build_train_parts(
         step_var,
         print_tensors=print_tensors,
         print_steps=cfg.train.print_steps,
+        jit=jit,
     )
     return TrainParts(model, optimizer, step_var, train_step)
 

@@ -19,6 +19,7 @@ from typing import Any
 from tfperf.errors import UserError
 from tfperf.train.model import adapt_features
 from tfperf.train.objectives import match_rank, per_example, to_float32
+from tfperf.train.xla import JitChoice, is_xla_refusal, xla_message
 
 
 class RetraceError(UserError):
@@ -88,9 +89,8 @@ class TrainStep:
         *,
         print_tensors: Sequence[str] = (),
         print_steps: int = 3,
+        jit: JitChoice | None = None,
     ):
-        import tensorflow as tf
-
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.metric_fns, self.strategy = dict(metric_fns), strategy
         self.global_batch, self.step_var = global_batch, step_var
@@ -100,9 +100,24 @@ class TrainStep:
         self.traces = 0
         self._retrace_error: RetraceError | None = None
         self.signature: dict[str, str] | None = None
+        self.jit = jit or JitChoice(False, "train.jit_compile: false")
+        self._build_function()
+
+    def _build_function(self) -> None:
+        import tensorflow as tf
+
+        # Each replica's step under XLA (as Keras' compile(jit_compile=True) compiles fit's
+        # step); the loop around it pulls batches from the iterator, which XLA cannot hold.
+        self._replica_fn = (
+            tf.function(self._replica_step, jit_compile=True)
+            if self.jit.enabled
+            else self._replica_step
+        )
         # reduce_retracing=False: a changed input re-traces (and is reported) instead of
         # silently widening to a slower, shape-generic function.
         self.function = tf.function(self._loop, reduce_retracing=False)
+        self.traces = 0
+        self.signature = None
 
     # The one call site; num_steps is a tensor so that a short last call does not retrace.
     def __call__(self, iterator: Any, num_steps: int, coordinator: Any = None) -> Any:
@@ -115,12 +130,27 @@ class TrainStep:
             if coordinator is not None:
                 return coordinator.schedule(self.function, args=args)
             return self.function(*args)
-        except Exception:
+        except Exception as exc:
             # AutoGraph wraps errors raised while tracing; surface ours unwrapped.
             err, self._retrace_error = self._retrace_error, None
             if err is not None:
                 raise err from None
+            if self.jit.enabled and self.traces <= 1 and is_xla_refusal(exc):
+                return self._without_xla(exc, args)
             raise
+
+    def _without_xla(self, exc: Exception, args: tuple[Any, Any]) -> Any:
+        """XLA refused the step on its first call: `auto` trains without it (saying why),
+        an explicit `true` is the user's to change."""
+        why = xla_message(exc)
+        if not self.jit.reason.startswith("auto"):
+            raise UserError(
+                f"train.jit_compile: true, but XLA cannot compile this model's train step: "
+                f"{why}; set train.jit_compile: auto (or false)"
+            ) from None
+        self.jit = JitChoice(False, f"auto: off: XLA refused the step ({why})")
+        self._build_function()
+        return self.function(*args)
 
     def concrete_function(self, iterator: Any) -> Any:
         import tensorflow as tf
@@ -180,7 +210,7 @@ class TrainStep:
             with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
                 t1 = tf.timestamp()
             wait += t1 - t0
-            loss, mvals = strategy.run(self._replica_step, args=(batch,))
+            loss, mvals = strategy.run(self._replica_fn, args=(batch,))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             if names:
                 msums += tf.stack(
