@@ -36,6 +36,10 @@ def test_optimize_returns_the_original_when_nothing_helps():
     assert out is ds, str(report)
     assert report.kept == [] and report.speedup == 1.0
     assert "nothing helped" in str(report) and "original dataset is returned" in str(report)
+    # str(report) opens with the verdict: how input-bound, the two rates, the side to work on
+    first = str(report).splitlines()[0]
+    assert first.startswith(f"verdict: {report.diagnosis.verdict} (input wait "), first
+    assert "the pipeline alone gives" in first and "work on the" in first, first
     assert report.fix.trials  # candidates were tried, none kept
     # a rewrite that would change nothing (another prefetch, options already on) is not timed
     assert {t.reason for t in report.fix.trials} == {"not applicable"}, str(report)

@@ -59,7 +59,7 @@ class OptimizeReport:
         trials = [
             f"  {t.change}: {'kept' if t.kept else 'not kept'} ({t.reason})" for t in f.trials
         ]
-        return "\n".join([head, *trials])
+        return "\n".join([self.diagnosis.headline(), head, *trials])
 
     def to_dict(self) -> dict[str, Any]:
         return {"diagnosis": self.diagnosis.to_dict(), "fix": self.fix.to_dict()}

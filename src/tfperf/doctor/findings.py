@@ -87,8 +87,25 @@ class Diagnosis:
     def input_bound_fraction(self) -> float:
         return self.training.input_bound_fraction
 
+    def headline(self) -> str:
+        """The verdict first: input-bound or not, by how much, and which side to work on."""
+        alone = self.pipeline.examples_per_s.median
+        limit = self.compute.examples_per_s.median
+        rates = f"the pipeline alone gives {alone:,.0f} examples/s, the model takes {limit:,.0f}"
+        if self.verdict == "not input-bound":
+            side = "work on the model's step (the input keeps up)"
+        elif alone < limit:
+            side = "work on the input pipeline"
+        else:
+            side = "work on the input pipeline's share of the CPU (input and model share it)"
+        return (
+            f"verdict: {self.verdict} (input wait {self.input_bound_fraction:.0%} of "
+            f"training); {rates}: {side}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
+            "headline": self.headline(),
             "source": self.source,
             "model": self.model,
             "batch_size": self.batch_size,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tfperf.doctor.findings import Diagnosis
@@ -18,6 +19,7 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     """The verdict, measurements, stages and findings as rich tables."""
     frac = diag.input_bound_fraction
     colour = {"highly": "red", "moderately": "yellow"}.get(diag.verdict.split()[0], "green")
+    console.print(f"[bold {colour}]{escape(diag.headline())}[/]")
     console.print(
         f"[bold]{diag.source}[/] with model [bold]{diag.model}[/] (batch {diag.batch_size}, "
         f"{diag.precision}): [{colour}]{diag.verdict}[/] - input wait {frac:.0%} of the "
