@@ -213,9 +213,10 @@ class DoctorConfig(_Section):
     min_seconds: float = Field(
         0.5, ge=0, description="each measurement runs at least steps and this many seconds"
     )
-    what_ifs: list[Literal["precision", "batch"]] = Field(
-        ["precision", "batch"],
-        description="compute what-ifs to time: other precision policies, 4x the batch",
+    what_ifs: list[Literal["precision", "batch", "xla"]] = Field(
+        ["precision", "batch", "xla"],
+        description="compute what-ifs to time: other precision policies, 4x the batch, the "
+        "train step compiled with XLA (train.jit_compile: true)",
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from tfperf.doctor import lint
 from tfperf.doctor.bounded import Bounded, bounded, cache_findings, mean_bytes, ram_budget_bytes
 from tfperf.doctor.budget import DOCTOR_SECONDS, Budget
-from tfperf.doctor.evidence import Evidence
+from tfperf.doctor.evidence import XLA_VARIANT, Evidence
 from tfperf.doctor.findings import Diagnosis, StageTiming
 from tfperf.doctor.generator_sample import with_generator_sample
 from tfperf.doctor.rewrites import set_deterministic, to_float32
@@ -41,6 +41,7 @@ from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
 from tfperf.observe.feed import verdict_for
 from tfperf.train.precision import supported_policies
+from tfperf.train.xla import host_accelerators
 
 SERVICE_NOTE = (
     "pipeline.service is on: the pipeline's stages run on the tf.data service workers, which "
@@ -203,11 +204,24 @@ def _what_if_probes(
             name = f"compute at batch={big}"
             rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
             variant(name, lambda: _compute_at(name, cfg, rebatched, big, None, limit))
+    if compute_variants and "xla" in d.what_ifs and verdict != "highly input-bound":
+        if not xla_already_on(cfg):
+            name = XLA_VARIANT
+            xla_cfg = cfg.model_copy(deep=True)
+            xla_cfg.train.jit_compile = True
+            variant(name, lambda: _compute_at(name, xla_cfg, train_ds, batch, None, limit))
     if lint.float64_outputs(graph):
         name = "float32 inputs"
         cast = train_ds.map(to_float32)
         variant(name, lambda: _compute_at(name, cfg, cast, batch, None, limit))
     return out
+
+
+def xla_already_on(cfg: Any) -> bool:
+    """The run already compiles its step with XLA: explicitly, or auto on an accelerator."""
+    return cfg.train.jit_compile is True or (
+        cfg.train.jit_compile == "auto" and bool(host_accelerators())
+    )
 
 
 def _compute_at(

@@ -16,6 +16,8 @@ from tfperf.doctor.user_source import UserSource
 
 # The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
 VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
+# The compute-side what-if of the train step compiled with XLA (Evidence.variants' key).
+XLA_VARIANT = "jit_compile=true"
 
 
 def cpu_count() -> int:

@@ -29,6 +29,7 @@ PREDICTED_BY = {
     "cache records": ("no_cache",),
     "cache preprocessed": ("no_cache",),
     "larger batch": ("small_batch",),
+    "XLA": ("xla",),
 }
 
 

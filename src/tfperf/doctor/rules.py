@@ -1,6 +1,6 @@
 """The doctor's judgement: every rule run on the `Evidence` (evidence.py) and the findings
 ranked. The rules live by subject: rules_pipeline.py (the stages' costs), rules_model.py
-(batch, precision, resume, scale out), rules_cache.py (a cache after a random augmentation),
+(batch, precision, XLA, resume, scale out), rules_cache.py (a cache after a random augmentation),
 rules_arrays.py (large arrays in the graph), rules_ram.py (a shuffle buffer over the RAM
 budget), rules_order.py (shuffle and repeat in the wrong order). Ranking: RAM risks first,
 then a wrong stage order, then by expected speedup, ties broken by PRIORITY.
@@ -17,6 +17,7 @@ from tfperf.doctor.rules_model import (
     rule_precision,
     rule_scale_out,
     rule_small_batch,
+    rule_xla,
 )
 from tfperf.doctor.rules_order import (
     ORDER_CODES,
@@ -54,6 +55,7 @@ PRIORITY = (
     "no_prefetch",
     "deterministic",
     "float64",
+    "xla",
     "precision",
     "small_batch",
     "scale_out",
@@ -80,6 +82,7 @@ RULES = (
     rule_float64,
     rule_small_batch,
     rule_precision,
+    rule_xla,
     rule_large_array,
 )
 

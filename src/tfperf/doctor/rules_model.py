@@ -1,14 +1,14 @@
 """The doctor's rules about the model and the run rather than the pipeline's stages: a batch
-too small for the device, a faster precision policy, an input iterator TensorFlow cannot
-checkpoint, and input and model needing more CPU than the host has (scale out to tf.data
-service workers). Each reads the `Evidence` and measures nothing.
+too small for the device, a faster precision policy, the step faster under XLA, an input
+iterator TensorFlow cannot checkpoint, and input and model needing more CPU than the host
+has (scale out to tf.data service workers). Each reads the `Evidence` and measures nothing.
 """
 
 from __future__ import annotations
 
 import math
 
-from tfperf.doctor.evidence import Evidence
+from tfperf.doctor.evidence import XLA_VARIANT, Evidence
 from tfperf.doctor.findings import Finding
 from tfperf.observe.feed import MODERATELY
 from tfperf.train.run_input import EXACT_RESUME_CHANGE, RESUME_WITHOUT_INPUT, stateful_reason
@@ -16,6 +16,7 @@ from tfperf.util.format import number
 
 SMALL_BATCH_GAIN = 1.3  # compute at 4x the batch must be this much faster per example
 PRECISION_GAIN = 1.1  # another policy must be this much faster to be advised
+XLA_GAIN = 1.1  # the step under XLA must be this much faster to be advised
 
 
 def rule_small_batch(ctx: Evidence) -> list[Finding]:
@@ -69,6 +70,31 @@ def rule_precision(ctx: Evidence) -> list[Finding]:
             f"compute limit: current {number(current)} ex/s; {measured} ex/s (measured on this "
             "machine)",
             f"train.precision: {best} (or auto: measured at start-up)",
+            f"training ~{gain:.1f}x faster",
+            gain,
+            "compute",
+            new_compute=rate,
+        )
+    ]
+
+
+def rule_xla(ctx: Evidence) -> list[Finding]:
+    """The train step compiled with XLA, timed on the user's model beside the compute limit."""
+    rate = ctx.variants.get(XLA_VARIANT)
+    current = ctx.compute
+    if rate is None or rate < XLA_GAIN * current:
+        return []
+    gain = ctx.speedup_compute(rate)
+    return [
+        Finding(
+            "xla",
+            "XLA compiles the train step faster",
+            None,
+            f"compute limit: {number(current)} ex/s as the run compiles it; "
+            f"{number(rate)} ex/s with XLA ({rate / max(1e-9, current):.2f}x, the same model "
+            "and batch timed side by side on this machine)",
+            "train.jit_compile: true (model.fit: model.compile(..., jit_compile=True)); the "
+            "results stay the same up to rounding",
             f"training ~{gain:.1f}x faster",
             gain,
             "compute",

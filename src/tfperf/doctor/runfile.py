@@ -87,6 +87,8 @@ def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, 
         if f.code == "precision":
             best = f.change.split(":", 1)[1].split()[0]
             cands.append((f"precision {best}", {"train.precision": best}))
+        if f.code == "xla":  # the same results up to rounding: tried like a pipeline change
+            cands.append(("XLA", {"train.jit_compile": True}))
         if f.code == "small_batch":
             cands.append(("larger batch", {"pipeline.batch_size": diag.batch_size * 4}))
     return cands
