@@ -33,6 +33,7 @@ from tfperf.doctor.target import (
     build_target,
     compute_probe,
     dataset_probe,
+    first_of,
     on_accelerator,
     train_probe,
 )
@@ -232,7 +233,7 @@ def _compute_at(
     precision: str | None = None,
     limit: float | None = None,
 ) -> Probe:
-    target = build_target(cfg, ds.element_spec, batch, precision=precision)
+    target = build_target(cfg, ds.element_spec, batch, precision=precision, sample=first_of(ds))
     return compute_probe(name, target, ds, cfg.doctor, limit)
 
 
@@ -254,7 +255,8 @@ def _training_at(name: str, cfg: Any, batch: int, limit: float | None = None) ->
             "ignores batch_size), so a larger batch cannot be timed"
         )
     ds = repeat_if_finite(ds)
-    return train_probe(name, build_target(big, ds.element_spec, batch), ds, cfg.doctor, limit)
+    target = build_target(big, ds.element_spec, batch, sample=first_of(ds))
+    return train_probe(name, target, ds, cfg.doctor, limit)
 
 
 def real_batch(ds: Any) -> int:
@@ -337,7 +339,7 @@ def diagnose(
     errors: dict[str, Exception] = {}
     # The train step pulls inside the graph: a finite pipeline must not run dry mid-call.
     train_ds = repeat_if_finite(ds)
-    target = build_target(cfg, ds.element_spec, batch)
+    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
     # The what-ifs get a quarter of the time when there are any.
     share = 0.75 if compute_variants and d.what_ifs else 0.9
     seconds = budget.left() * share

@@ -14,7 +14,7 @@ from typing import Any
 
 from tfperf.doctor.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
 from tfperf.doctor.runfile import apply_changes, describe_changes
-from tfperf.doctor.target import build_target, train_probe
+from tfperf.doctor.target import build_target, first_of, train_probe
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 
 # A change must make training this much faster, in every pair of repeats (noise margin).
@@ -84,7 +84,7 @@ def trial_probe(name: str, cfg: Any, ds: Any, batch: int) -> Probe:
     """Training on `ds` with `cfg`'s model and precision: a fresh target per variant."""
     ds = repeat_if_finite(ds)
     clock = FIX_CLOCK.get()
-    target = build_target(cfg, ds.element_spec, batch)
+    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
     return train_probe(name, target, ds, cfg.doctor, clock.limit if clock else None)
 
 

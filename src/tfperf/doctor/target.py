@@ -8,6 +8,7 @@ It builds probes and runs nothing; diagnose.py and fixes.py run them side by sid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +41,20 @@ def on_accelerator() -> bool:
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
+def first_of(ds: Any) -> Callable[[], Any]:
+    """sample() -> `ds`'s first element: the real batch the model is checked on."""
+    return lambda: next(iter(ds.take(1)), None)
+
+
 def build_target(
-    cfg: Any, element_spec: Any, batch: int, precision: str | None = None
+    cfg: Any,
+    element_spec: Any,
+    batch: int,
+    precision: str | None = None,
+    sample: Callable[[], Any] | None = None,
 ) -> StepTarget:
-    """The run file's model and loss behind tfperf's TrainStep, under `precision`."""
+    """The run file's model and loss behind tfperf's TrainStep, under `precision`;
+    `sample()` gives a real batch of the timed dataset (first_of)."""
     # TensorFlow and the train loop are imported on first use so that `tfperf --help`
     # stays fast.
     import keras
@@ -61,7 +72,9 @@ def build_target(
     before = keras.config.dtype_policy()
     try:
         info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
-        parts = build_train_parts(cfg, info, policy, element_spec, None, batch, metrics=False)
+        parts = build_train_parts(
+            cfg, info, policy, element_spec, None, batch, metrics=False, sample=sample
+        )
     finally:
         keras.config.set_dtype_policy(before)
     return StepTarget(parts.model, parts.train_step, policy, batch)

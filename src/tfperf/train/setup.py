@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,10 +120,12 @@ def build_train_parts(
     print_tensors: Sequence[str] = (),
     before_optimizer: Any = None,
     metrics: bool = True,
+    sample: Callable[[], Any] | None = None,
 ) -> TrainParts:
     """Model, optimizer (loss-scaled for float16), step counter and train function, all
     created under `policy` and inside the strategy's scope. metrics=False leaves the
-    metrics out of the train function (the doctor times the bare step)."""
+    metrics out of the train function (the doctor times the bare step). `sample()` gives
+    one real batch for the model check (default: the run file's first training batch)."""
     import keras
     import tensorflow as tf
 
@@ -133,7 +135,8 @@ def build_train_parts(
     with info.strategy.scope():
         model, loss_fn, metric_fns = build_model_and_loss(cfg)
         # Builds the model on zeros and checks it against the batches (inputs, output, labels).
-        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], lambda: first_batch(cfg))
+        sample = sample or (lambda: first_batch(cfg))
+        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], sample)
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
