@@ -80,8 +80,7 @@ def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path):
     while child is None:
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline, "no evaluator process"
-        kids = trainer.children()
-        child = next((k for k in kids if MODULE in " ".join(k.cmdline())), None)
+        child = next((k for k in trainer.children() if MODULE in _cmdline(k)), None)
         time.sleep(0.1)
     child.kill()  # as the OOM killer would
     out, err = proc.communicate(timeout=300)
@@ -92,3 +91,12 @@ def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path):
     assert "evaluator: exited with status -9 at training step" in err
     assert "--evaluator: the evaluator failed (exit status -9)" in err
     assert "Traceback" not in err
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    """A child's command line; '' for one that is gone or a zombie (a short-lived helper
+    process, reaped a moment later)."""
+    try:
+        return " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return ""
