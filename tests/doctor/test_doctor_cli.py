@@ -66,6 +66,10 @@ def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli, monkeypatc
     tables = [line for line in out.splitlines() if line[:1] in "┏┃┡│├└"]
     assert tables and max(len(line) for line in tables) <= 100, out
     assert "…" not in out
+    # the report opens with the verdict, its prose wrapped at 100 columns too
+    assert out.startswith("verdict: highly input-bound"), out[:300]
+    head = out.split("measured side by side")[0].splitlines()
+    assert max(len(line) for line in head) <= 100, head
 
 
 def test_user_errors_are_one_line(tmp_path, cli):

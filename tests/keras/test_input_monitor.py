@@ -80,6 +80,9 @@ def test_monitor_yields_the_same_elements_and_rejects_what_is_not_a_dataset():
     assert ends_with_prefetch(tfperf.keras.monitor(ds)._input_dataset._input_dataset._datasets[1])
     with pytest.raises(TypeError, match="expected a tf.data.Dataset, got ndarray"):
         tfperf.keras.monitor(np.zeros(3))
+    for bad in (0, "10", 2.5):
+        with pytest.raises(ValueError, match="log_every must be an int >= 1"):
+            tfperf.keras.InputMonitor(log_every=bad)
 
 
 def test_a_slow_pipeline_is_called_input_bound_and_tensorboard_gets_tfperf_tags(tmp_path):
@@ -129,6 +132,15 @@ def test_steps_per_execution_and_validation_data_count_training_steps_only():
     assert s.steps == 2 * 512 // BATCH - 4, s.to_dict()
     assert s.examples == s.steps * BATCH
     assert s.input_bound_fraction is not None and s.input_bound_fraction > 0.2
+
+
+def test_a_fit_of_one_call_measures_no_step_and_says_so():
+    out = io.StringIO()
+    mon = tfperf.keras.InputMonitor(stream=out)
+    ds = tfperf.keras.monitor(tf.data.Dataset.from_tensor_slices(arrays(BATCH)).batch(BATCH))
+    small_model().fit(ds, epochs=1, verbose=0, callbacks=[mon])
+    assert mon.summary.steps == 0
+    assert "no step measured after the compiling first call" in out.getvalue()
 
 
 def test_an_unwrapped_dataset_still_logs_steps_and_says_how_to_see_the_wait():

@@ -109,7 +109,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
     # The key stays whole (it is what --set takes); a long type or default wraps in its
     # cell, and the meaning takes the width left.
     table.add_column("key", no_wrap=True)
-    table.add_column("type", max_width=16)
+    table.add_column("type", max_width=16, overflow="fold")
     table.add_column("default", max_width=12, overflow="fold")
     table.add_column("meaning", ratio=1, overflow="fold")
     for r in rows:

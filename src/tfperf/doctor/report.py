@@ -19,11 +19,13 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     """The verdict, measurements, stages and findings as rich tables."""
     frac = diag.input_bound_fraction
     colour = {"highly": "red", "moderately": "yellow"}.get(diag.verdict.split()[0], "green")
-    console.print(f"[bold {colour}]{escape(diag.headline())}[/]")
+    # Prose wraps at the console's width (100 columns when stdout is a file).
+    console.print(f"[bold {colour}]{escape(diag.headline())}[/]", soft_wrap=False)
     console.print(
         f"[bold]{diag.source}[/] with model [bold]{diag.model}[/] (batch {diag.batch_size}, "
         f"{diag.precision}): [{colour}]{diag.verdict}[/] - input wait {frac:.0%} of the "
-        "training time"
+        "training time",
+        soft_wrap=False,
     )
     t = Table(title="measured side by side (examples/s)")
     t.add_column("variant")

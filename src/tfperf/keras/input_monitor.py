@@ -24,8 +24,15 @@ import keras
 import tensorflow as tf
 
 from tfperf.keras.meter import InputMeter, MeterReading, monitor, recent_meters
-from tfperf.observe.feed import MODERATELY, PipelineSnapshot, pipeline_snapshot, verdict_for
+from tfperf.observe.feed import (
+    MODERATELY,
+    PipelineSnapshot,
+    merge_snapshots,
+    pipeline_snapshot,
+    verdict_for,
+)
 from tfperf.observe.summaries import make_writer, write_scalars
+from tfperf.util.format import plural
 
 # Calls between two reads of tf.data's model (~0.3 ms each) besides the logged points: a
 # short epoch's iterator may be exhausted, its model gone, by the next logged point.
@@ -76,11 +83,17 @@ class FitInputSummary:
         )
 
     def line(self) -> str:
+        if not self.steps:
+            return (
+                "tfperf: no step measured after the compiling first call; fit for more "
+                "steps to see the input wait"
+            )
         frac = self.input_bound_fraction
         share = "input wait unknown" if frac is None else f"input-bound fraction {frac:.1%}"
         rate = self.examples_per_sec
         speed = f", {rate:,.0f} examples/s" if rate is not None else ""
-        return f"tfperf: {share} ({self.verdict}{speed} over {self.steps} steps); {self.advice()}"
+        over = plural(self.steps, "step")
+        return f"tfperf: {share} ({self.verdict}{speed} over {over}); {self.advice()}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -125,8 +138,8 @@ class InputMonitor(keras.callbacks.Callback):
         stream: TextIO | None = None,
     ):
         super().__init__()
-        if log_every < 1:
-            raise ValueError(f"InputMonitor: log_every must be >= 1, got {log_every}")
+        if not isinstance(log_every, int) or isinstance(log_every, bool) or log_every < 1:
+            raise ValueError(f"InputMonitor: log_every must be an int >= 1, got {log_every!r}")
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.log_every, self.verbose, self.stream = log_every, verbose, stream
         self.summary = FitInputSummary()
@@ -201,7 +214,9 @@ class InputMonitor(keras.callbacks.Callback):
         if self._iterator is None:
             return
         start = monitored_root if self._meter is not None else None
-        self._snapshot = pipeline_snapshot(self._iterator, start) or self._snapshot
+        snap = pipeline_snapshot(self._iterator, start)
+        if snap is not None:
+            self._snapshot = merge_snapshots(self._snapshot, snap)
 
     def _find_meter(self) -> InputMeter | None:
         """The monitored dataset fit trains on: the one whose batch count moved."""
@@ -239,8 +254,9 @@ class InputMonitor(keras.callbacks.Callback):
         if snap is not None:
             values["input/buffered"] = float(snap.buffered)
             for i, stage in enumerate(snap.stages):
-                key = f"input/stage_us/{i:02d}_{stage.name}"
-                values[key] = s.stage_us[key] = stage.us_per_element
+                if stage.elements:  # a stage that produced nothing yet has no time to show
+                    key = f"input/stage_us/{i:02d}_{stage.name}"
+                    values[key] = s.stage_us[key] = stage.us_per_element
         if self._writer is not None:
             values.update(_scalar_logs(out))
             write_scalars(self._writer, self._step, values)

@@ -63,7 +63,10 @@ def _consumer() -> Any:
         count = tf.constant(0, tf.int64)
         for _ in tf.range(n):
             first = tf.nest.flatten(next(it))[0]
-            rows = tf.shape(first, out_type=tf.int64)[0] if first.shape.rank else 1
+            # Elements here are batches: one of unknown rank (a py_function's output) counts
+            # its rows at run time, not as one example.
+            rank = first.shape.rank
+            rows = tf.shape(first, out_type=tf.int64)[0] if rank is None or rank > 0 else 1
             count += tf.cast(rows, tf.int64)
         return count
 

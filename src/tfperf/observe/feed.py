@@ -106,6 +106,19 @@ def snapshot_from_proto(proto: Any, start: int | None = None) -> PipelineSnapsho
     return PipelineSnapshot(prefetch.buffered if prefetch else 0, buffer_size, stages)
 
 
+def merge_snapshots(old: PipelineSnapshot | None, new: PipelineSnapshot) -> PipelineSnapshot:
+    """`new`, with each stage that has produced nothing yet taken from `old` (the same stage
+    at the same depth): a repeat that has just restarted its input holds a fresh iterator
+    whose stages read 0 us/element, which would hide the slowest stage at epoch ends."""
+    if old is None:
+        return new
+    before = {(i, s.name): s for i, s in enumerate(old.stages)}
+    stages = [
+        before.get((i, s.name), s) if s.elements == 0 else s for i, s in enumerate(new.stages)
+    ]
+    return PipelineSnapshot(new.buffered, new.buffer_size, stages)
+
+
 @dataclass
 class FeedMeter:
     """Input wait and wall time per loop call; timers skip the compiling first call."""

@@ -21,7 +21,7 @@ from typing import Any
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
-from tfperf.observe.feed import FeedMeter, PipelineSnapshot, pipeline_snapshot
+from tfperf.observe.feed import FeedMeter, PipelineSnapshot, merge_snapshots, pipeline_snapshot
 from tfperf.runreport.run_dir import save_summary
 from tfperf.train.checkpoint import CheckpointHook, StopOnSignal
 from tfperf.train.corrupt import corrupt_shards_named
@@ -248,8 +248,8 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
                 logs = call_logs(out, first, n, wall, s.global_batch, s.parts.optimizer)
                 snap = pipeline_snapshot(s.iterator) if info.coordinator is None else None
                 if snap is not None:
-                    last_snapshot = snap
-                    _log_snapshot(logs, snap, meter)
+                    last_snapshot = merge_snapshots(last_snapshot, snap)
+                    _log_snapshot(logs, last_snapshot, meter)
                 hooks.on_loop_end(run_state, step, logs)
             if run_state.stop_reason == "signal":
                 saver = next((h for h in hooks.hooks if isinstance(h, CheckpointHook)), None)
@@ -299,4 +299,5 @@ def _log_snapshot(logs: dict[str, float], snap: PipelineSnapshot, meter: FeedMet
     logs["input/buffered"] = float(snap.buffered)
     meter.add_buffered(snap.buffered)
     for i, stage in enumerate(snap.stages):
-        logs[f"input/stage_us/{i:02d}_{stage.name}"] = stage.us_per_element
+        if stage.elements:  # a stage that produced nothing yet has no time to show
+            logs[f"input/stage_us/{i:02d}_{stage.name}"] = stage.us_per_element
