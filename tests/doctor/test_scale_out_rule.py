@@ -40,7 +40,10 @@ def test_input_and_model_fighting_for_the_cores_get_a_worker_estimate(evidence):
     f = found["scale_out"]
     workers = math.ceil(700 / 300)
     assert "more CPU than this host has" in f.title and f.kind == "input"
-    assert f"{workers} worker(s) feed the compute limit" in f.evidence
+    assert (
+        f"it takes {workers} worker{'' if workers == 1 else 's'} to feed the compute limit"
+        in f.evidence
+    )
     assert "pipeline.service.address=grpc://" in f.change
     assert f"tfperf data-service local --workers {workers}" in f.change
     assert f.expected_speedup == pytest.approx(700 / 200)
@@ -68,7 +71,7 @@ def test_a_pipeline_slower_than_the_model_on_every_core_gets_a_worker_estimate(e
     }
     f = found["scale_out"]
     assert "cannot feed the model" in f.evidence
-    assert "3 worker(s) feed the compute limit" in f.evidence
+    assert "it takes 3 workers to feed the compute limit" in f.evidence
     assert f.expected_speedup == pytest.approx(700 / 290)
 
 

@@ -23,7 +23,7 @@ from tfperf.cli.common import (
 )
 from tfperf.data.manifest import manifest_path
 from tfperf.inputs.datasets import data_dir
-from tfperf.util.format import compact, number
+from tfperf.util.format import compact, number, plural
 
 HELP = """Measure the training input pipeline alone (no model): examples/s, batches/s and
 MB/s (serialized records read) of the full tuned pipeline and of each stage prefix
@@ -109,8 +109,9 @@ def _print_service(out: Any, svc: dict[str, Any]) -> None:
     local = svc["local_examples_per_s"]
     here = f"; this process alone {number(local)} ex/s" if local else ""
     out.print(
-        f"through the tf.data service at {svc['address']} ({svc['mode']}, {svc['workers']} "
-        f"worker(s)): {number(svc['client_examples_per_s'])} ex/s received here, "
+        f"through the tf.data service at {svc['address']} ({svc['mode']}, "
+        f"{plural(svc['workers'], 'worker')}): "
+        f"{number(svc['client_examples_per_s'])} ex/s received here, "
         f"~{number(svc['per_worker_examples_per_s'])} ex/s per worker{here}",
         highlight=False,
         markup=False,

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from tfperf.cli.common import command, console, print_error, report_stream, stdout_console
+from tfperf.util.format import plural
 
 NOTES = """The tf.data service scales input preprocessing out: its workers run the pipeline
 (decoding, augmentation...) on other cores or machines and stream the elements to the
@@ -242,7 +243,8 @@ def _local_stopped(cluster: Any, why: list[str], json_out: bool) -> None:
     if json_out:
         return _json_line({"address": cluster.address, "stopped": reason})
     stdout_console().print(
-        f"data-service local: dispatcher and {cluster.workers} worker(s) stopped ({reason})",
+        f"data-service local: dispatcher and {plural(cluster.workers, 'worker')} stopped "
+        f"({reason})",
         markup=False,
     )
 

@@ -12,7 +12,7 @@ from tfperf.doctor.evidence import XLA_VARIANT, Evidence
 from tfperf.doctor.findings import Finding
 from tfperf.observe.feed import MODERATELY
 from tfperf.train.run_input import EXACT_RESUME_CHANGE, RESUME_WITHOUT_INPUT, stateful_reason
-from tfperf.util.format import number
+from tfperf.util.format import number, plural
 
 SMALL_BATCH_GAIN = 1.3  # compute at 4x the batch must be this much faster per example
 PRECISION_GAIN = 1.1  # another policy must be this much faster to be advised
@@ -158,9 +158,9 @@ def rule_scale_out(ctx: Evidence) -> list[Finding]:
             f"training {number(ctx.training)} ex/s ({ctx.input_bound_fraction:.0%} waiting for "
             f"input) while the pipeline alone gives {number(ctx.pipeline)} ex/s and the model "
             f"alone {number(ctx.compute)} ex/s: {why}; a tf.data service worker on a host like "
-            f"this gives ~{number(per_worker)} ex/s, so {workers} worker(s) feed the compute "
-            "limit",
-            f"run the pipeline on {workers} tf.data service worker(s): pipeline.service: "
+            f"this gives ~{number(per_worker)} ex/s, so it takes {plural(workers, 'worker')} to "
+            "feed the compute limit",
+            f"run the pipeline on {plural(workers, 'tf.data service worker')}: pipeline.service: "
             "{address: grpc://DISPATCHER:5050, mode: distributed_epoch} in the run file (or "
             "--set pipeline.service.address=grpc://DISPATCHER:5050 --set "
             "pipeline.service.mode=distributed_epoch); to try it on this machine: "

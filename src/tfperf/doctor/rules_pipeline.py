@@ -14,7 +14,7 @@ from tfperf.doctor.findings import Finding
 from tfperf.doctor.pfor_fn import Refused
 from tfperf.doctor.rewrites_cache import source_shuffle
 from tfperf.doctor.vectorize import refusal
-from tfperf.util.format import number
+from tfperf.util.format import number, plural
 
 MIN_STAGE_SHARE = 0.05  # a map costing less of the pipeline's time is not worth changing
 MIN_CACHE_SHARE = 0.25  # caching spends RAM: only for a prefix that dominates
@@ -384,7 +384,7 @@ def rule_deterministic(ctx: Evidence) -> list[Finding]:
             "deterministic",
             "deterministic element order in training",
             ", ".join(s.label for s in stages),
-            f"{len(stages)} parallel stage(s) keep input order; pipeline "
+            f"{plural(len(stages), 'parallel stage')} keep input order; pipeline "
             f"{number(ctx.pipeline)} ex/s, with deterministic=False {number(nd, missing='?')} ex/s",
             "set options.deterministic = False for training (run file: pipeline.deterministic: "
             "false): a slow element no longer holds back the ones behind it",
