@@ -176,9 +176,13 @@ def print_summary(result: TrainResult, console: Any) -> None:
     t.add_row("final loss", f"{result.final_loss:.6g}")
     for k, v in result.metrics.items():
         t.add_row(k, f"{v:.6g}")
-    t.add_row("examples/s", number(result.examples_per_sec))
-    wait = f"{result.wait_ms_mean:.2f} ms/step, {100 * result.input_bound_fraction:.1f}%"
-    t.add_row("input wait", f"{wait} of the time (input-bound fraction)")
+    if result.examples_per_sec > 0:
+        t.add_row("examples/s", number(result.examples_per_sec))
+        wait = f"{result.wait_ms_mean:.2f} ms/step, {100 * result.input_bound_fraction:.1f}%"
+        t.add_row("input wait", f"{wait} of the time (input-bound fraction)")
+    else:  # only the compiling first call ran: nothing timed, not "0% input-bound"
+        t.add_row("examples/s", "not measured (only the compiling first call ran)")
+        t.add_row("input wait", "not measured")
     if result.buffered_mean is not None:
         t.add_row("prefetch buffer", f"{result.buffered_mean:.1f} batches on average")
     t.add_row("precision", (result.precision_detail or result.precision).removeprefix("precision "))
