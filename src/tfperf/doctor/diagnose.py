@@ -33,7 +33,6 @@ from tfperf.doctor.target import (
     build_target,
     compute_probe,
     dataset_probe,
-    first_of,
     on_accelerator,
     train_probe,
 )
@@ -42,6 +41,7 @@ from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Measurement, Probe, Run, leading_dim, repeat_if_finite, side_by_side
 from tfperf.observe.feed import verdict_for
 from tfperf.train.precision import supported_policies
+from tfperf.train.run_input import first_of
 from tfperf.train.xla import host_accelerators
 
 SERVICE_NOTE = (

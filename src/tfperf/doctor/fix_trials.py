@@ -14,8 +14,9 @@ from typing import Any
 
 from tfperf.doctor.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
 from tfperf.doctor.runfile import apply_changes, describe_changes
-from tfperf.doctor.target import build_target, first_of, train_probe
+from tfperf.doctor.target import build_target, train_probe
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
+from tfperf.train.run_input import first_of
 
 # A change must make training this much faster, in every pair of repeats (noise margin).
 MIN_GAIN = 0.05

@@ -41,11 +41,6 @@ def on_accelerator() -> bool:
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
-def first_of(ds: Any) -> Callable[[], Any]:
-    """sample() -> `ds`'s first element: the real batch the model is checked on."""
-    return lambda: next(iter(ds.take(1)), None)
-
-
 def build_target(
     cfg: Any,
     element_spec: Any,
@@ -54,7 +49,7 @@ def build_target(
     sample: Callable[[], Any] | None = None,
 ) -> StepTarget:
     """The run file's model and loss behind tfperf's TrainStep, under `precision`;
-    `sample()` gives a real batch of the timed dataset (first_of)."""
+    `sample()` gives a real batch of the timed dataset (run_input.first_of)."""
     # TensorFlow and the train loop are imported on first use so that `tfperf --help`
     # stays fast.
     import keras

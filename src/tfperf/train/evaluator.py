@@ -23,6 +23,7 @@ from tfperf.train.eval_outputs import check_eval_metric
 from tfperf.train.fit_check import check_fit
 from tfperf.train.model import adapt_features, build_model_and_loss
 from tfperf.train.objectives import per_example
+from tfperf.train.run_input import first_of
 from tfperf.train.warm_start import read_checkpoint_variables
 from tfperf.util.progress import progress_bar
 
@@ -90,7 +91,7 @@ class Evaluator:
             self.model,
             self.dataset.element_spec,
             [self.loss_fn, *self.metric_fns.values()],
-            lambda: next(iter(self.dataset.take(1)), None),
+            first_of(self.dataset),
         )
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         # Only model and step: the evaluator never needs the optimizer or the iterator.

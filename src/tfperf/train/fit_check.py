@@ -256,9 +256,9 @@ def check_fit(
     of the dataset, used where zeros cannot stand in for it (needs_real_batch)."""
     features_spec, labels_spec = split_batch(cfg, spec)
 
-    def features() -> Any:
+    def features() -> Any:  # the real batch's features, when sample() gives one
         batch = sample() if sample is not None else None
         return split_batch(cfg, batch)[0] if batch is not None else None
 
-    out = run_on_zeros(cfg, model, features_spec, features if sample is not None else None)
+    out = run_on_zeros(cfg, model, features_spec, features)
     check_outputs(cfg, out, labels_spec, objectives)

@@ -7,9 +7,10 @@ random numbers) is found at start, by saving it once: training then runs without
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +67,28 @@ def dataset_fn(cfg: RunConfig, counter: EpochCounter | None = None) -> Any:
     return fn
 
 
-def first_batch(cfg: RunConfig) -> Any:
-    """One real training batch (as one replica gets it), None when the pipeline is empty."""
-    import tensorflow as tf
+def first_of(ds: Any) -> Callable[[], Any]:
+    """sample() -> `ds`'s first element (None when it is empty), pulled on the first call
+    only: the real batch the model is checked on, however many checks ask for it."""
 
-    return next(iter(dataset_fn(cfg)(tf.distribute.InputContext()).take(1)), None)
+    @functools.cache
+    def sample() -> Any:
+        return next(iter(ds.take(1)), None)
+
+    return sample
+
+
+def first_batch(cfg: RunConfig) -> Callable[[], Any]:
+    """sample() -> one real training batch (as one replica gets it), the pipeline built and
+    pulled on the first call only."""
+
+    @functools.cache
+    def sample() -> Any:
+        import tensorflow as tf
+
+        return first_of(dataset_fn(cfg)(tf.distribute.InputContext()))()
+
+    return sample
 
 
 def element_spec(cfg: RunConfig) -> Any:

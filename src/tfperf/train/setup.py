@@ -135,8 +135,7 @@ def build_train_parts(
     with info.strategy.scope():
         model, loss_fn, metric_fns = build_model_and_loss(cfg)
         # Builds the model on zeros and checks it against the batches (inputs, output, labels).
-        sample = sample or (lambda: first_batch(cfg))
-        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], sample)
+        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], sample or first_batch(cfg))
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
@@ -183,10 +182,16 @@ def run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) -
 
 
 def pick_precision(
-    cfg: RunConfig, info: StrategyInfo, spec: Any, global_batch: int, total: int | None
+    cfg: RunConfig,
+    info: StrategyInfo,
+    spec: Any,
+    global_batch: int,
+    total: int | None,
+    sample: Callable[[], Any] | None = None,
 ) -> PrecisionChoice:
     """train.precision, or for `auto` the fastest policy with a finite loss, each timed on
-    the real train step and input (the fastest of a few calls, after a warm-up call)."""
+    the real train step and input (the fastest of a few calls, after a warm-up call);
+    `sample()`: the real batch each trial's model check may need (first_batch)."""
     import tensorflow as tf
 
     requested = cfg.train.precision
@@ -196,7 +201,7 @@ def pick_precision(
         return PrecisionChoice("float32", measured=False)  # remote workers: not measured here
 
     def trial(policy: str) -> PrecisionTrial:
-        parts = build_train_parts(cfg, info, policy, spec, total, global_batch)
+        parts = build_train_parts(cfg, info, policy, spec, total, global_batch, sample=sample)
         it = iter(distribute_input(info, dataset_fn(cfg)))  # a throwaway iterator
         # Traces, and lets oneDNN/cuDNN pick and cache their kernels; the fastest of a few
         # timed calls resists noise from other processes on the machine.
@@ -314,10 +319,10 @@ def _restore(ckpt: Any, own: list[str], dirs: RunDirs, info: StrategyInfo) -> st
     return path
 
 
-def per_replica_batch(cfg: RunConfig, spec: Any) -> int:
+def per_replica_batch(cfg: RunConfig, spec: Any, sample: Callable[[], Any]) -> int:
     """The batch each replica's dataset yields: its static leading dimension, else for a
-    user's pipeline (which may batch other than pipeline.batch_size) the first batch's
-    rows, else pipeline.batch_size."""
+    user's pipeline (which may batch other than pipeline.batch_size) the rows of the real
+    batch `sample()` gives, else pipeline.batch_size."""
     import tensorflow as tf
 
     from tfperf.measure import leading_dim
@@ -327,7 +332,7 @@ def per_replica_batch(cfg: RunConfig, spec: Any) -> int:
     if shape is not None and shape.rank and shape[0] is not None:
         return int(shape[0])
     if cfg.data.pipeline:
-        batch = first_batch(cfg)
+        batch = sample()
         if batch is not None:
             return max(1, leading_dim(batch))
     return cfg.pipeline.batch_size
@@ -351,9 +356,11 @@ def prepare(
         for p in remove_stale(dirs.out_dir, dirs.checkpoint_dir, holding=True):
             say(True, f"removed {p}, left by a process killed while writing it")
     spec = element_spec(cfg)
-    global_batch = per_replica_batch(cfg, spec) * info.replicas
+    # One real batch, pulled at most once, for the batch size and every model check below.
+    sample = first_batch(cfg)
+    global_batch = per_replica_batch(cfg, spec, sample) * info.replicas
     target, target_reason = _plan(cfg, max_steps, global_batch)
-    choice = pick_precision(cfg, info, spec, global_batch, target)
+    choice = pick_precision(cfg, info, spec, global_batch, target, sample)
     if choice.measured:
         say(progress, choice.describe())
 
@@ -376,6 +383,7 @@ def prepare(
         global_batch,
         print_tensors=cfg.train.print_tensors,
         before_optimizer=warm_start_hook,
+        sample=sample,
     )
     if warm_report and progress:
         Console(stderr=True).print(warm_report[0])
