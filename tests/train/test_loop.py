@@ -87,7 +87,7 @@ def test_retrace_is_an_error_naming_the_changed_input(tmp_path):
     opt.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)
     strategy = tf.distribute.get_strategy()
-    ts = TrainStep(model, opt, keras.losses.mean_squared_error, {}, strategy, 8, step)
+    ts = TrainStep(model, opt, keras.losses.mean_squared_error, {}, strategy, step)
 
     def batches(dtype):
         feats = {"x": np.zeros((32, 4), dtype)}

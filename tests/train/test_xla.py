@@ -117,7 +117,6 @@ def refused_step(reason: str) -> tuple[TrainStep, tf.data.Iterator]:
         keras.losses.MeanSquaredError(reduction=None),
         {},
         tf.distribute.get_strategy(),
-        8,
         tf.Variable(0, dtype=tf.int64),
         jit=JitChoice(True, reason),
     )

@@ -68,7 +68,7 @@ def build_target(
     try:
         info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
         parts = build_train_parts(
-            cfg, info, policy, element_spec, None, batch, metrics=False, sample=sample
+            cfg, info, policy, element_spec, None, metrics=False, sample=sample
         )
     finally:
         keras.config.set_dtype_policy(before)

@@ -46,8 +46,8 @@ def compute_limit(
         policy = precision or (cfg.train.precision if cfg.train.precision != "auto" else None)
         spec = element_spec(cfg)
         if policy is None:
-            policy = pick_precision(cfg, info, spec, batch, None).policy
-        parts = build_train_parts(cfg, info, policy, spec, None, batch)
+            policy = pick_precision(cfg, info, spec, None).policy
+        parts = build_train_parts(cfg, info, policy, spec, None)
 
         def run_steps(iterator: Any, n: int) -> float:
             """n steps in calls of steps_per_loop; the seconds they waited for input."""

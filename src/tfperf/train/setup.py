@@ -115,7 +115,6 @@ def build_train_parts(
     policy: str,
     spec: Any,
     total: int | None,
-    global_batch: int,
     *,
     print_tensors: Sequence[str] = (),
     before_optimizer: Any = None,
@@ -152,7 +151,6 @@ def build_train_parts(
         loss_fn,
         metric_fns if metrics else {},
         info.strategy,
-        global_batch,
         step_var,
         print_tensors=print_tensors,
         print_steps=cfg.train.print_steps,
@@ -185,7 +183,6 @@ def pick_precision(
     cfg: RunConfig,
     info: StrategyInfo,
     spec: Any,
-    global_batch: int,
     total: int | None,
     sample: Callable[[], Any] | None = None,
 ) -> PrecisionChoice:
@@ -201,7 +198,7 @@ def pick_precision(
         return PrecisionChoice("float32", measured=False)  # remote workers: not measured here
 
     def trial(policy: str) -> PrecisionTrial:
-        parts = build_train_parts(cfg, info, policy, spec, total, global_batch, sample=sample)
+        parts = build_train_parts(cfg, info, policy, spec, total, sample=sample)
         it = iter(distribute_input(info, dataset_fn(cfg)))  # a throwaway iterator
         # Traces, and lets oneDNN/cuDNN pick and cache their kernels; the fastest of a few
         # timed calls resists noise from other processes on the machine.
@@ -360,7 +357,7 @@ def prepare(
     sample = first_batch(cfg)
     global_batch = per_replica_batch(cfg, spec, sample) * info.replicas
     target, target_reason = _plan(cfg, max_steps, global_batch)
-    choice = pick_precision(cfg, info, spec, global_batch, target, sample)
+    choice = pick_precision(cfg, info, spec, target, sample)
     if choice.measured:
         say(progress, choice.describe())
 
@@ -380,7 +377,6 @@ def prepare(
         choice.policy,
         spec,
         target,
-        global_batch,
         print_tensors=cfg.train.print_tensors,
         before_optimizer=warm_start_hook,
         sample=sample,

@@ -84,7 +84,6 @@ class TrainStep:
         loss_fn: Callable,
         metric_fns: dict[str, Callable],
         strategy: Any,
-        global_batch: int,
         step_var: Any,
         *,
         print_tensors: Sequence[str] = (),
@@ -93,13 +92,11 @@ class TrainStep:
     ):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.metric_fns, self.strategy = dict(metric_fns), strategy
-        self.global_batch, self.step_var = global_batch, step_var
+        self.step_var = step_var
         self.print_names = [n for n in print_tensors if n]
         self.print_steps = print_steps
         self._probe = self._make_probe(model, self.print_names)
-        self.traces = 0
         self._retrace_error: RetraceError | None = None
-        self.signature: dict[str, str] | None = None
         self.jit = jit or JitChoice(False, "train.jit_compile: false")
         self._build_function()
 
@@ -117,7 +114,7 @@ class TrainStep:
         # silently widening to a slower, shape-generic function.
         self.function = tf.function(self._loop, reduce_retracing=False)
         self.traces = 0
-        self.signature = None
+        self.signature: dict[str, str] | None = None
 
     # The one call site; num_steps is a tensor so that a short last call does not retrace.
     def __call__(self, iterator: Any, num_steps: int, coordinator: Any = None) -> Any:
