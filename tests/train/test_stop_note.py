@@ -12,7 +12,8 @@ import trainkit
 from tfperf.config import load_config
 from tfperf.hooks import RunState
 from tfperf.train.checkpoint import CheckpointHook, make_checkpoint, make_manager
-from tfperf.train.stop_note import checkpoint_bytes, stop_note
+from tfperf.train.disk_full import newest_checkpoint_bytes
+from tfperf.train.stop_note import stop_note
 from tfperf.util.disk import size_text
 
 
@@ -37,8 +38,8 @@ def test_the_note_gives_the_last_checkpoints_size(tmp_path):
         train_writer=None,
         examples_per_step=8,
     )
-    saved = hook.save(run)
-    size = checkpoint_bytes(saved)
+    hook.save(run)
+    size = newest_checkpoint_bytes(tmp_path / "ckpt")
     assert size > 5_000 * 8  # the buffered int64s are in it
     note = stop_note(cfg, "SIGINT", 7, hook)
     assert note == (

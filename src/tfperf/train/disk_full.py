@@ -10,10 +10,16 @@ from pathlib import Path
 
 from tfperf.util.disk import NO_SPACE, DiskFullError, free_text, is_disk_full, size_text
 
-__all__ = ["DiskFullError", "disk_full_error", "disk_full_named", "is_disk_full"]
+__all__ = [
+    "DiskFullError",
+    "disk_full_error",
+    "disk_full_named",
+    "is_disk_full",
+    "newest_checkpoint_bytes",
+]
 
 
-def _checkpoint_bytes(checkpoint_dir: Path) -> int | None:
+def newest_checkpoint_bytes(checkpoint_dir: Path) -> int | None:
     """Bytes of the newest ckpt-N's files on disk (what the next save needs, about)."""
     try:
         files = [p for p in checkpoint_dir.iterdir() if p.name.startswith("ckpt-") and p.is_file()]
@@ -27,7 +33,7 @@ def _checkpoint_bytes(checkpoint_dir: Path) -> int | None:
 
 def disk_full_error(what: str, path: Path, exc: BaseException, fix: str) -> DiskFullError:
     """The one error of a full disk: `what` was being written at `path`."""
-    size = _checkpoint_bytes(path) if path.is_dir() else None
+    size = newest_checkpoint_bytes(path) if path.is_dir() else None
     need = f"; the last checkpoint there took {size_text(size)}" if size else ""
     return DiskFullError(
         f"{what}: the disk holding {path} is full ({free_text(path)}{need}): {NO_SPACE}; "

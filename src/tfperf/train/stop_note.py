@@ -8,24 +8,15 @@ from pathlib import Path
 
 from tfperf.config import RunConfig
 from tfperf.train.checkpoint import CheckpointHook, iterator_checkpoint_bytes
+from tfperf.train.disk_full import newest_checkpoint_bytes
 from tfperf.train.run_input import mean_record_bytes
 from tfperf.util.disk import size_text
-
-
-def checkpoint_bytes(prefix: str) -> int:
-    """Bytes on disk of the checkpoint `prefix` (its .index and every .data shard)."""
-    path = Path(prefix)
-    try:
-        return sum(p.stat().st_size for p in path.parent.glob(f"{path.name}.*") if p.is_file())
-    except OSError:  # removed meanwhile (checkpoint.keep): no size to give
-        return 0
 
 
 def _input_size(cfg: RunConfig, hook: CheckpointHook) -> str:
     """How large the save with the iterator is: the last checkpoint's size (the next one
     holds as much), else the shuffle buffer's estimate, else nothing known."""
-    last = hook.saved[-1] if hook.saved else hook.manager.latest_checkpoint
-    size = checkpoint_bytes(last) if last else 0
+    size = newest_checkpoint_bytes(Path(hook.manager.directory))
     if size:
         return f"~{size_text(size)}, as large as the last checkpoint"
     buffer = cfg.pipeline.shuffle_buffer
