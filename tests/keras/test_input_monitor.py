@@ -18,6 +18,7 @@ import tensorflow as tf
 import tfperf
 import tfperf.keras
 from tfperf.keras.meter import ends_with_prefetch
+from tfperf.runreport.events import read_scalars
 
 BATCH = 32
 
@@ -54,18 +55,8 @@ def small_model(steps_per_execution: int = 1, width: int = 8) -> keras.Model:
 
 
 def scalar_tags(folder: Path) -> dict[str, list[float]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.util.tensor_util import make_ndarray
-
-    tags: dict[str, list[float]] = {}
-    for events in folder.glob("events.out.tfevents.*"):
-        acc = EventAccumulator(str(events), size_guidance={"tensors": 0})
-        acc.Reload()
-        for tag in acc.Tags()["tensors"]:
-            values = [make_ndarray(e.tensor_proto) for e in acc.Tensors(tag)]
-            if all(v.dtype.kind == "f" for v in values):  # Keras also writes its model's config
-                tags.setdefault(tag, []).extend(float(v) for v in values)
-    return tags
+    """{tag: values in step order} of every event file in `folder` (Keras' and ours)."""
+    return {tag: [v for _, v in series] for tag, series in read_scalars(folder).items()}
 
 
 def test_monitor_yields_the_same_elements_and_rejects_what_is_not_a_dataset():
