@@ -160,6 +160,9 @@ def test_mistake_is_one_paragraph_and_exit_2(runfile, cli, sets, expected):
         ("auto", (None, 3), (None, 4), "match the labels"),
         ("any", (None, 3), (None, 7), None),  # the user's own function: not judged
         ("same", (None, None, 3), (None, None, 3), None),  # known only when it runs
+        ("sparse", (None, 1, 3), (None,), "1 more axis per example"),  # a sequence axis left
+        ("auto", (None, 1, 3), (None,), "GlobalAveragePooling1D"),
+        ("same", (None, 10, 1), (None,), "2 more axes per example"),
     ],
 )
 def test_label_problem_follows_compiles_shape_rules(kind, out, labels, problem):

@@ -7,12 +7,14 @@ deep inside a traced function.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tfperf.errors import UserError
 from tfperf.inputs.user_code import describe_failure
+from tfperf.train.label_range import explain, from_kernel_error, label_span, out_of_range
 from tfperf.train.model import adapt_features, zeros_batch
 from tfperf.train.objectives import Objective, binary_or_sparse
 from tfperf.util.imports import load_object
@@ -193,6 +195,17 @@ def label_problem(kind: str, out: Any, labels: Any) -> str | None:
     if kind == "auto":  # compile's choice: binary, else sparse, else categorical
         binary, sparse = binary_or_sparse(_Static(lab), _Static(out))
         kind = "sparse" if sparse and not binary else "same"
+    # An axis left in the output (a sequence or spatial one); class indices carry no class
+    # axis, and may carry a trailing 1.
+    bare = labels.rank - (1 if labels.rank > 1 and labels[-1] == 1 else 0)
+    extra = out.rank - 1 - bare if kind == "sparse" else out.rank - lab.rank
+    if extra > 0:
+        return (
+            f"the output has {extra} more {'axis' if extra == 1 else 'axes'} per example than "
+            f"the labels ({_tail(out)} vs {_tail(labels) or 'one value'}): reduce it before "
+            "the last layer (Flatten, GlobalAveragePooling1D/2D, or return_sequences=False "
+            "on the last recurrent layer)"
+        )
     if kind == "sparse":
         if units == 1:
             return (
@@ -244,6 +257,34 @@ def check_outputs(cfg: Any, out: Any, labels_spec: Any, objectives: Sequence[Obj
         )
 
 
+def takes_class_indices(obj: Objective, out: Any, labels: Any) -> bool:
+    """Whether `obj` reads the labels as class indices for outputs of static shape `out`."""
+    if obj.labels == "sparse":
+        return True
+    if obj.labels != "auto" or out.rank in (None, 0) or labels.rank is None:
+        return False
+    binary, sparse = binary_or_sparse(_Static(labels), _Static(out))
+    return sparse and not binary
+
+
+def check_label_range(
+    cfg: Any, out: Any, labels: Any, objectives: Sequence[Objective], seen: str
+) -> None:
+    """A FitError when real class-index `labels` reach past the model's output units."""
+    import tensorflow as tf
+
+    units = out.shape[-1] if out.shape.rank else None
+    if not (units and units > 1 and tf.is_tensor(labels)):
+        return
+    span = label_span(labels)
+    if span is None or not out_of_range(span, units):
+        return
+    for obj in objectives:
+        if takes_class_indices(obj, out.shape, labels.shape):
+            data = cfg.data.pipeline or f"workload {cfg.workload}'s data"
+            raise FitError(explain(obj.where, obj.name, span, units, seen, model_home(cfg), data))
+
+
 def check_fit(
     cfg: Any,
     model: Any,
@@ -262,3 +303,35 @@ def check_fit(
 
     out = run_on_zeros(cfg, model, features_spec, features)
     check_outputs(cfg, out, labels_spec, objectives)
+    import tensorflow as tf
+
+    if sample is None or not (tf.is_tensor(out) and isinstance(labels_spec, tf.TensorSpec)):
+        return
+    if any(takes_class_indices(o, out.shape, labels_spec.shape) for o in objectives):
+        batch = sample()  # the real labels: zeros cannot show their range
+        if batch is not None:
+            labels = split_batch(cfg, batch)[1]
+            check_label_range(cfg, out, labels, objectives, "the first batch")
+
+
+@contextmanager
+def class_labels_named(cfg: Any) -> Iterator[None]:
+    """TensorFlow's out-of-range label error from a training step (a batch after the first
+    held a larger class index) as the same paragraph the check before training gives."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as exc:
+        found = from_kernel_error(exc)
+        if found is None:
+            raise
+        label, units = found
+        data = cfg.data.pipeline or f"workload {cfg.workload}'s data"
+        where = "model.loss" if cfg.model.loss else "model.metrics"
+        name = cfg.model.loss or "a metric"
+        raise FitError(
+            explain(
+                where, str(name), (label, label), units, "a training batch", model_home(cfg), data
+            )
+        ) from None

@@ -23,10 +23,11 @@ from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.observe.feed import FeedMeter, PipelineSnapshot, merge_snapshots, pipeline_snapshot
 from tfperf.runreport.run_dir import save_summary
-from tfperf.train.checkpoint import CheckpointHook, StopOnSignal
+from tfperf.train.checkpoints.save import CheckpointHook, StopOnSignal
 from tfperf.train.corrupt import corrupt_shards_named
 from tfperf.train.evaluator import check_eval_settings
 from tfperf.train.evaluator_process import EvaluatorChild
+from tfperf.train.fit_check import class_labels_named
 from tfperf.train.service_watch import ServiceWatch
 from tfperf.train.setup import TrainSession, prepare, run_call, say
 from tfperf.train.stop_note import stop_note
@@ -171,7 +172,7 @@ def train(
     try:
         # The lock on train.out_dir is held for the whole run (another `tfperf train` there
         # is refused); the evaluator beside it only reads checkpoints and takes none.
-        with corrupt_shards_named(cfg), ExitStack() as held:
+        with corrupt_shards_named(cfg), class_labels_named(cfg), ExitStack() as held:
             session = prepare(cfg, hooks=hooks, max_steps=max_steps, progress=progress, held=held)
             child = None
             if evaluator and session.info.is_chief:
