@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 
 # public name -> "module:attribute", resolved lazily (PEP 562).
 _LAZY = {
-    "convert": "tfperf.data.writer:convert",
+    "convert": "tfperf.data.convert.run:convert",
     "write_workload_data": "tfperf.inputs.workload_data:write_workload_data",
     "verify_dir": "tfperf.data.verify:verify_dir",
     "write_tfds_metadata": "tfperf.data.tfds_export:write_tfds_metadata",

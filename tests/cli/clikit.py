@@ -29,7 +29,7 @@ def run_tfperf(
 
 def tiny_dataset(root: Path, rows: int = 64) -> Path:
     """A converted CSV (features x1, x2 and label y) in `root`, as `tfperf convert` writes it."""
-    from tfperf.data.writer import convert
+    from tfperf.data.convert.run import convert
 
     root.mkdir(parents=True, exist_ok=True)
     csv = root.parent / f"{root.name}.csv"

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from tfperf.config import PipelineConfig
+from tfperf.data.convert.run import ConvertError, convert
 from tfperf.data.manifest import load_manifest
 from tfperf.data.pipeline import make_dataset
 from tfperf.data.schema import Feature, Schema
 from tfperf.data.shards import progress_name
 from tfperf.data.sources import CsvSource, NpzSource, ParquetSource, SourceError
 from tfperf.data.verify import read_records
-from tfperf.data.writer import ConvertError, convert
 from tfperf.inputs.workload_data import write_workload_data
 from tfperf.workloads.base import Workload
 
@@ -700,7 +700,7 @@ def test_unknown_source_kind(tmp_path):
     (tmp_path / "x.xlsx").write_text("?")
     with pytest.raises(SourceError, match=r"unknown kind of source '.xlsx'"):
         convert(tmp_path / "x.xlsx", tmp_path / "o", progress=False)
-    assert sys.modules["tfperf.data.writer"]
+    assert sys.modules["tfperf.data.convert.run"]
 
 
 def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
@@ -719,7 +719,7 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
 
 # ---- a built-in workload whose offline step is a closure (distance maps) -----------------------
 def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
-    from tfperf.data.convert_options import load_preprocess
+    from tfperf.data.convert.options import load_preprocess
     from tfperf.inputs.workload_data import offline_preprocess_ref
     from tfperf.workloads import get_workload
 

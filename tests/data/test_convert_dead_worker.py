@@ -13,8 +13,8 @@ import time
 import numpy as np
 import psutil
 
+from tfperf.data.convert.run import convert
 from tfperf.data.shards import progress_name
-from tfperf.data.writer import convert
 from tfperf.util.files import temp_name
 
 SLOW_MODULE = """

@@ -9,8 +9,8 @@ import shutil
 
 import numpy as np
 
+from tfperf.data.convert.run import convert
 from tfperf.data.verify import verify_dir
-from tfperf.data.writer import convert
 
 ROWS = 3000
 ARGS = ["--shard-size", "16KiB", "--workers", "2", "--quiet"]

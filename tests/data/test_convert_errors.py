@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfperf.data.writer import ConvertError, PreprocessError, convert
+from tfperf.data.convert.run import ConvertError, PreprocessError, convert
 from tfperf.errors import UserError
 
 BOOM = """

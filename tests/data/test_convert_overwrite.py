@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from tfperf.data.convert.run import ConvertError, convert
 from tfperf.data.manifest import load_manifest
 from tfperf.data.verify import verify_dir
-from tfperf.data.writer import ConvertError, convert
 
 
 def _two_datasets(tmp_path):

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from tfperf.data.convert.run import ConvertError, convert
 from tfperf.data.manifest import load_manifest
 from tfperf.data.sources import CsvSource
-from tfperf.data.writer import ConvertError, convert
 
 
 def _rejects(out, name="d"):

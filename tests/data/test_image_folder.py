@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from tfperf.data.convert.run import convert
 from tfperf.data.manifest import load_manifest
 from tfperf.data.schema import Schema
 from tfperf.data.verify import read_records
-from tfperf.data.writer import convert
 
 
 def _folder(tmp_path):

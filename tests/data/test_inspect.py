@@ -10,10 +10,10 @@ import zlib
 import numpy as np
 import pytest
 
+from tfperf.data.convert.run import convert
 from tfperf.data.manifest import load_manifest
 from tfperf.data.schema import Feature, Schema
 from tfperf.data.verify import HEADER_BYTES, RecordError, read_records, verify_dir
-from tfperf.data.writer import convert
 
 SCHEMA = Schema.of(
     Feature(name="id", dtype="int64"),

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tfperf.data.convert.run import convert
 from tfperf.data.manifest import Manifest, ManifestError, ShardInfo, SplitInfo, load_manifest
 from tfperf.data.schema import Feature
-from tfperf.data.writer import convert
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "manifest.md"
 

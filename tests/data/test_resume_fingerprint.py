@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tfperf.data.writer import ConvertError, convert
+from tfperf.data.convert.run import ConvertError, convert
 
 _CALLS = [0]
 

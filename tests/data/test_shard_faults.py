@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tfperf.config import config_from_dict
+from tfperf.data.convert.run import convert
 from tfperf.data.manifest import ManifestError
-from tfperf.data.writer import convert
 from tfperf.inputs.datasets import make_input_dataset, split_shards
 
 

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from tfperf.data.convert.run import ConvertError, convert
 from tfperf.data.schema import Feature, Schema
 from tfperf.data.tfds_export import TfdsExportError, write_tfds_metadata
-from tfperf.data.writer import ConvertError, convert
 
 tfds = pytest.importorskip("tensorflow_datasets")
 

@@ -20,7 +20,12 @@ import trainkit
 
 from tfperf.config import load_config
 from tfperf.errors import UserError
-from tfperf.train.checkpoints_dir import CheckpointInfo, is_complete, read_final, ready_checkpoints
+from tfperf.train.checkpoints.folder import (
+    CheckpointInfo,
+    is_complete,
+    read_final,
+    ready_checkpoints,
+)
 from tfperf.train.evaluator import CheckpointMismatchError, evaluate_checkpoint, run_paths
 from tfperf.train.evaluator_process import spawn_evaluator
 from tfperf.train.watch import plan_catch_up, watch
@@ -111,7 +116,7 @@ class Saver:
         import keras
         import tensorflow as tf
 
-        from tfperf.train.checkpoint import make_checkpoint, make_manager
+        from tfperf.train.checkpoints.save import make_checkpoint, make_manager
 
         self.model = builder() if builder else _model(cfg)
         self.step = tf.Variable(0, dtype=tf.int64)
@@ -128,7 +133,7 @@ class Saver:
         return self.manager.save(checkpoint_number=step)
 
     def final(self, step: int, path: str) -> None:
-        from tfperf.train.checkpoints_dir import write_final
+        from tfperf.train.checkpoints.folder import write_final
 
         write_final(self.dir, step, path)
 

@@ -150,7 +150,7 @@ def test_without_iterator_checkpoint_the_epoch_restarts(tmp_path):
 
 
 def test_large_iterator_checkpoint_is_announced_with_its_size():
-    from tfperf.train.checkpoint import iterator_checkpoint_bytes, warn_if_iterator_large
+    from tfperf.train.checkpoints.save import iterator_checkpoint_bytes, warn_if_iterator_large
 
     assert iterator_checkpoint_bytes(1000, 800) == 1000 * 1000
     with pytest.warns(UserWarning, match=r"~191 MiB \(200000 records x ~800 B\)"):

@@ -11,8 +11,8 @@ import trainkit
 
 from tfperf.config import load_config
 from tfperf.hooks import RunState
-from tfperf.train.checkpoint import CheckpointHook, make_checkpoint, make_manager
-from tfperf.train.disk_full import newest_checkpoint_bytes
+from tfperf.train.checkpoints.disk_full import newest_checkpoint_bytes
+from tfperf.train.checkpoints.save import CheckpointHook, make_checkpoint, make_manager
 from tfperf.train.stop_note import stop_note
 from tfperf.util.disk import size_text
 

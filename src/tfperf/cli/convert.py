@@ -1,6 +1,6 @@
 """`tfperf convert`: raw data (npz/npy/csv/parquet/image folder) or a built-in workload's
 generated data -> sharded TFRecord + manifest.json. Option parsing only; the work is
-tfperf.data.writer.convert and tfperf.inputs.workload_data.write_workload_data.
+tfperf.data.convert.run.convert and tfperf.inputs.workload_data.write_workload_data.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 from tfperf.cli.common import JsonOpt, print_json, stdout_console, user_errors
-from tfperf.data.convert_options import parse_column_types
+from tfperf.data.convert.options import parse_column_types
 from tfperf.data.manifest import Manifest
 from tfperf.data.schema import SchemaError, schema_from_dict
 from tfperf.data.shards import parse_size
@@ -235,7 +235,7 @@ def register(app: typer.Typer) -> None:
         temporary name until complete, so an interrupted run can --resume."""
         # The writer (worker pool, readers) is imported on first use: `tfperf --help` loads
         # every command module, and most runs of it never convert.
-        from tfperf.data.writer import convert
+        from tfperf.data.convert.run import convert
 
         try:
             shard_bytes = parse_size(shard_size)

@@ -142,7 +142,7 @@ def evaluate(
 def _once(
     cfg: Any, all_: bool, checkpoint: str | None, max_batches: int | None, json_out: bool
 ) -> None:
-    from tfperf.train.checkpoints_dir import ready_checkpoints, resolve_prefix
+    from tfperf.train.checkpoints.folder import ready_checkpoints, resolve_prefix
     from tfperf.train.evaluator import Evaluator, run_paths
 
     _, ckpt_dir, _ = run_paths(cfg)
@@ -175,7 +175,7 @@ def _once(
 def _rows(evaluator: Any, prefixes: list[str], all_: bool) -> list[dict[str, Any]]:
     """The newest checkpoint that reads (a damaged newer one is named and skipped), or with
     --all every one that reads; none readable is a DamagedCheckpointError (exit 2)."""
-    from tfperf.train.damaged import DamagedCheckpointError, read_newest
+    from tfperf.train.checkpoints.damaged import DamagedCheckpointError, read_newest
 
     fix = "evaluate another one with --checkpoint PREFIX, or train again"
     if not all_:

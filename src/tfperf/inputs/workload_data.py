@@ -1,7 +1,7 @@
 """A built-in workload's data on disk: its generator's rows converted to shards, split
 `train` and `eval` with the workload's offline preprocessing (heavy work done once),
 plus `train_raw`/`eval_raw` untouched when the workload's original pipeline reads raw
-data. Generation is the workload's; writing is data/writer.py's.
+data. Generation is the workload's; writing is data/convert/'s.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tfperf.data.convert_options import PreprocessFactory
+from tfperf.data.convert.options import PreprocessFactory
+from tfperf.data.convert.run import convert
 from tfperf.data.manifest import Manifest
 from tfperf.data.sources import IterableSource
-from tfperf.data.writer import convert
 from tfperf.workloads import Workload, get_workload
 
 # Eval rows come from another seed so that they never repeat training rows.

@@ -16,8 +16,8 @@ from typing import Any
 
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
-from tfperf.train.checkpoints_dir import STATE_FILE
-from tfperf.train.disk_full import disk_full_named
+from tfperf.train.checkpoints.disk_full import disk_full_named
+from tfperf.train.checkpoints.folder import STATE_FILE
 
 RESULTS_NAME = "eval_results.jsonl"
 BEST_DIR = "best"
@@ -105,7 +105,7 @@ class EvalOutputs:
 
     def write(self, record: EvalRecord, source: str | None = None) -> None:
         """Writes the record; best/ is copied from `source` (a held copy of the checkpoint,
-        train/held.py) when given, else from record.checkpoint."""
+        train/checkpoints/held.py) when given, else from record.checkpoint."""
         check_eval_metric(self.cfg, list(record.metrics))  # before anything is written
         fix = "set train.out_dir to a folder on another disk"
         with disk_full_named("evaluator: writing results", self.out_dir, fix):

@@ -18,7 +18,7 @@ from tfperf.config import RunConfig
 from tfperf.data.manifest import ManifestError
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import make_input_dataset
-from tfperf.train.checkpoints_dir import resolve_prefix, run_dirs
+from tfperf.train.checkpoints.folder import resolve_prefix, run_dirs
 from tfperf.train.eval_outputs import check_eval_metric
 from tfperf.train.fit_check import check_fit
 from tfperf.train.model import adapt_features, build_model_and_loss

@@ -23,8 +23,8 @@ from rich.markup import escape
 from tfperf.config import load_config
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, RunState
-from tfperf.train.checkpoint import CheckpointHook
-from tfperf.train.checkpoints_dir import run_dirs
+from tfperf.train.checkpoints.folder import run_dirs
+from tfperf.train.checkpoints.save import CheckpointHook
 from tfperf.train.eval_outputs import last_record
 
 MODULE = "tfperf.train.evaluator_process"  # what the child runs (`python -m MODULE`)

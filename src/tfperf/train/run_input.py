@@ -21,7 +21,7 @@ from tfperf.config_service import RESUME_WITH_SERVICE as SERVICE_RESUME
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import make_input_dataset, open_source
 from tfperf.inputs.epoch_count import EpochCounter
-from tfperf.train.checkpoint import warn_if_iterator_large
+from tfperf.train.checkpoints.save import warn_if_iterator_large
 from tfperf.train.strategy import StrategyInfo, checkpointable_iterator, distribute_input
 
 # What resuming does without the input iterator in the checkpoints (the warning, the error

@@ -24,8 +24,8 @@ from tfperf.hooks import Hook, HookList, RunState
 from tfperf.inputs.datasets import open_source, workload_of
 from tfperf.observe.summaries import SummaryHook, make_writer
 from tfperf.observe.system import SystemMonitorHook
-from tfperf.train.checkpoint import CheckpointHook, make_checkpoint, make_manager
-from tfperf.train.checkpoints_dir import (
+from tfperf.train.checkpoints.damaged import read_newest, set_aside
+from tfperf.train.checkpoints.folder import (
     RunDirs,
     checkpoint_step,
     clear_final,
@@ -33,8 +33,9 @@ from tfperf.train.checkpoints_dir import (
     listed_checkpoints,
     run_dirs,
 )
+from tfperf.train.checkpoints.save import CheckpointHook, make_checkpoint, make_manager
+from tfperf.train.checkpoints.stale import remove_stale
 from tfperf.train.corrupt import CorruptRecordsHook
-from tfperf.train.damaged import read_newest, set_aside
 from tfperf.train.fit_check import check_fit
 from tfperf.train.model import build_model_and_loss, build_model_variables, make_optimizer
 from tfperf.train.precision import (
@@ -55,7 +56,6 @@ from tfperf.train.run_input import (
     training_input,
 )
 from tfperf.train.service_watch import service_watch
-from tfperf.train.stale import remove_stale
 from tfperf.train.step import TrainStep
 from tfperf.train.strategy import StrategyInfo, distribute_input, make_strategy
 from tfperf.train.warm_start import warm_start

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfperf.config import RunConfig
-from tfperf.train.checkpoint import CheckpointHook, iterator_checkpoint_bytes
-from tfperf.train.disk_full import newest_checkpoint_bytes
+from tfperf.train.checkpoints.disk_full import newest_checkpoint_bytes
+from tfperf.train.checkpoints.save import CheckpointHook, iterator_checkpoint_bytes
 from tfperf.train.run_input import mean_record_bytes
 from tfperf.util.disk import size_text
 

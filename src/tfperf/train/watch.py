@@ -17,17 +17,17 @@ from rich.markup import escape
 
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
-from tfperf.train.checkpoints_dir import (
+from tfperf.train.checkpoints.damaged import DamagedCheckpointError
+from tfperf.train.checkpoints.folder import (
     CheckpointInfo,
     is_complete,
     read_final,
     ready_checkpoints,
 )
-from tfperf.train.damaged import DamagedCheckpointError
+from tfperf.train.checkpoints.held import held_checkpoint
+from tfperf.train.checkpoints.stale import remove_stale
 from tfperf.train.eval_outputs import EvalOutputs, EvalRecord, check_eval_metric
 from tfperf.train.evaluator import Evaluator, console, run_paths
-from tfperf.train.held import held_checkpoint
-from tfperf.train.stale import remove_stale
 
 # A checkpoint that fails to read this many polls in a row is given up (it was likely
 # deleted by the manager's max_to_keep, or is corrupt).

@@ -2,7 +2,7 @@
 (csv_table.py), Parquet (parquet_table.py), a folder of images with one subfolder per label
 (images.py) and any iterable of dict rows (rows.py); base.py holds what they share.
 `open_rows` picks the reader. Each yields plain dict rows (numpy arrays, numbers, bytes) by
-row index and can infer a Schema; writing lives in data/writer.py.
+row index and can infer a Schema; writing lives in data/convert/.
 
 Schema inference (used when no schema is given):
 - .npz: one feature per array (first axis = rows), dtype kept (float16 -> float32, other

@@ -3,7 +3,7 @@ checkpoints are finished (listed in the manager's state file, with their .index 
 data shard), and the FINAL marker the loop writes when training ends normally.
 
 Layout: {out_dir}/checkpoints/ckpt-N (N = step), {out_dir}/checkpoints/FINAL,
-{out_dir}/logs/train and {out_dir}/logs/eval. Saving lives in train/checkpoint.py.
+{out_dir}/logs/train and {out_dir}/logs/eval. Saving lives in checkpoints/save.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tfperf.train.checkpoints_dir import is_complete
+from tfperf.train.checkpoints.folder import is_complete
 from tfperf.util.files import temp_name
 
 

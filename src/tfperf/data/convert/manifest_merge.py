@@ -1,7 +1,7 @@
 """How a converted split joins the manifest.json of its folder: which splits it conflicts
 with (records of another schema), removing those under --overwrite, and the merged manifest
 (every split's schema stays accurate; unknown keys are kept). The caller holds the
-manifest lock (data/convert_lock.py) around read, merge and write.
+manifest lock (lock.py) around read, merge and write.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfperf.data.convert_options import ConvertError
+from tfperf.data.convert.options import ConvertError
 from tfperf.data.manifest import Manifest, SplitInfo, manifest_path
 from tfperf.data.schema import Schema
 from tfperf.data.shards import LABELS_FILE

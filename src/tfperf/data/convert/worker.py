@@ -1,41 +1,35 @@
 """The shard-writing side of `convert`: what a worker process holds (its task, preprocess
-function and progress callback, as module globals set once per process), writing one shard
-(temporary name, fsync, rename), and the pool that runs the jobs in this process or in
-spawned worker processes. Planning, resume and the manifest stay in the main process.
+function and progress callback, as module globals set once per process) and writing one
+shard (temporary name, fsync, rename); `run_here` runs the jobs in this process. The pool
+of spawned worker processes is pool.py's; planning, resume and the manifest stay in the
+main process (run.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import gzip
 import hashlib
 import json
-import multiprocessing as mp
 import os
-import pickle
 import signal
-import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfperf.data.convert_options import ConvertError, PreprocessFactory, load_preprocess
+from tfperf.data.convert.options import ConvertError, load_preprocess
 from tfperf.data.schema import RowError, Schema
 from tfperf.data.shards import temp_name
 from tfperf.data.sources import BadValue, RowSource
 from tfperf.data.verify import frame
-from tfperf.data.worker_watch import WorkerWatch
 from tfperf.errors import UserError
 from tfperf.util.disk import is_disk_full
 from tfperf.util.files import write_text_atomic
 
 TICK_ROWS = 256  # rows between progress reports from a worker (one queue put each)
-JOBS_PER_WORKER = 2  # jobs in flight per worker: bounds the rows held in memory
 
 
 @dataclass
@@ -109,14 +103,14 @@ def _raised(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}{': ' + text if text else ''}{at if frames else ''}"
 
 
-# ---- a worker process's state: set once per process by _init_worker (or set_task) -------
+# ---- a worker process's state: set once per process by init_worker (or run_here) -------
 _TASK: ShardTask | None = None
 _PRE: Callable[[Any], Any] | None = None
 _TICK: Callable[[int], None] = lambda n: None  # noqa: E731
 _STARTED: Callable[[int], None] = lambda index: None  # noqa: E731
 
 
-def _init_worker(task: ShardTask, queue: Any) -> None:
+def init_worker(task: ShardTask, queue: Any) -> None:
     global _TICK, _STARTED
     with contextlib.suppress(Exception):
         # Die with the parent: a killed convert must not leave writers behind (Linux).
@@ -273,7 +267,7 @@ def _write_shard(job: ShardJob) -> dict[str, Any]:
     }
 
 
-def _run_job(job: ShardJob) -> dict[str, Any]:
+def run_job(job: ShardJob) -> dict[str, Any]:
     """A job's result, or its error as text (exceptions do not always pickle)."""
     _STARTED(job.index)
     try:
@@ -293,117 +287,19 @@ def _run_job(job: ShardJob) -> dict[str, Any]:
         return {"index": job.index, "error": traceback.format_exc(), "user": False}
 
 
-# ---- the pool, driven from the main process ----------------------------------------------
-def sendable_task(task: ShardTask, preprocess: Any) -> tuple[ShardTask | None, str]:
-    """`task` as spawned workers can receive it, or None with the reason they cannot.
-
-    The function object is sent when it pickles; otherwise what workers can load or
-    rebuild it from (a 'module:function' name, a PreprocessFactory).
-    """
-    if isinstance(preprocess, str):
-        tries = [preprocess]  # a name the user gave: workers import it as written
-    elif isinstance(preprocess, PreprocessFactory):
-        tries = [task.preprocess, preprocess]
-    else:
-        tries = [task.preprocess]  # a plain callable has no name to fall back to
-    reason = ""
-    for pre in tries:
-        candidate = dataclasses.replace(task, preprocess=pre)
-        try:
-            pickle.dumps(candidate)
-        except Exception as exc:  # noqa: BLE001 - any pickling failure means "send it otherwise"
-            reason = str(exc)
-            continue
-        return candidate, ""
-    return None, reason
-
-
-def run_jobs(
+def run_here(
     task: ShardTask,
     jobs: Iterator[ShardJob],
-    workers: int,
     on_done: Callable[[dict[str, Any]], None],
     advance: Callable[[int], None],
 ) -> None:
-    """Runs the jobs here (one worker) or in a pool of spawned processes; `on_done` gets
-    each result in shard order per batch of ready jobs, `advance` the rows read."""
+    """Runs the jobs in this process, one after the other: `on_done` gets each result,
+    `advance` the rows read."""
     global _TICK
-    if workers <= 1:
-        _set_task(task)
-        _TICK = advance
-        try:
-            for job in jobs:
-                on_done(_run_job(job))
-        finally:
-            _TICK = lambda n: None  # noqa: E731
-        return
-    # spawn, not fork: the parent may already run TensorFlow threads.
-    ctx = mp.get_context("spawn")
-    # A SimpleQueue's put writes to the pipe before it returns (a Queue's feeder thread may
-    # not have, when the worker is killed), so a dead worker's start notice is never lost.
-    queue = ctx.SimpleQueue()
-    with _main_not_reimported(task):
-        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(task, queue))
-    files: dict[int, str] = {}
-    watch = WorkerWatch(pool, files)
+    _set_task(task)
+    _TICK = advance
     try:
-        pending: dict[int, Any] = {}
-        exhausted = False
-        while True:
-            while not exhausted and len(pending) < JOBS_PER_WORKER * workers:
-                job = next(jobs, None)
-                if job is None:
-                    exhausted = True
-                else:
-                    files[job.index] = job.file
-                    pending[job.index] = pool.apply_async(_run_job, (job,))
-            if not pending:
-                break
-            _drain(queue, advance, watch)
-            ready = [i for i, r in pending.items() if r.ready()]
-            for i in sorted(ready):
-                watch.finished(i)
-                on_done(pending.pop(i).get())
-            if not ready:
-                watch.check(task.out_dir, lambda: _drain(queue, advance, watch))
-                time.sleep(0.05)
-        pool.close()
-        pool.join()
-        _drain(queue, advance, watch)
+        for job in jobs:
+            on_done(run_job(job))
     finally:
-        pool.terminate()  # after a death: stops the other workers (their shards are temps)
-
-
-@contextlib.contextmanager
-def _main_not_reimported(task: ShardTask) -> Iterator[None]:
-    """Spawned workers need nothing from the caller's script unless the preprocess
-    function lives there; hiding the script's path spares them re-running it (so a
-    script without an `if __name__ == "__main__":` guard still works)."""
-    main = sys.modules.get("__main__")
-    pre_mod = getattr(task.preprocess, "__module__", None)
-    hide = (
-        main is not None
-        and getattr(main, "__spec__", None) is None
-        and hasattr(main, "__file__")
-        and pre_mod != "__main__"
-    )
-    saved = main.__dict__.pop("__file__") if hide else None
-    try:
-        yield
-    finally:
-        if hide:
-            main.__file__ = saved
-
-
-def _drain(queue: Any, advance: Callable[[int], None], watch: WorkerWatch) -> None:
-    """Rows the workers reported since the last call, passed on to `advance` at once;
-    start notices go to `watch`."""
-    n = 0
-    with contextlib.suppress(OSError, EOFError):  # the pipe closes when the pool is torn down
-        while not queue.empty():
-            item = queue.get()
-            if isinstance(item, tuple):
-                watch.started(item[1], item[2])
-            else:
-                n += item
-    advance(n)
+        _TICK = lambda n: None  # noqa: E731

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfperf.data.convert_resume import Progress
+from tfperf.data.convert.resume import Progress
 from tfperf.util.disk import NO_SPACE, DiskFullError, free_text, size_text
 
 

@@ -1,7 +1,7 @@
 """Saving checkpoints: one tf.train.Checkpoint holding model, optimizer, step and
 (optionally) the input iterator, saved by a hook every S steps or T seconds and on
 SIGTERM/SIGINT, followed by the FINAL marker when training ends normally. The folder's
-layout and reading it back live in train/checkpoints_dir.py.
+layout and reading it back live in checkpoints/folder.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.hooks import Hook, RunState
-from tfperf.train.checkpoints_dir import write_final
-from tfperf.train.disk_full import DiskFullError, disk_full_named
-from tfperf.train.stale import remove_checkpoint_temps
+from tfperf.train.checkpoints.disk_full import DiskFullError, disk_full_named
+from tfperf.train.checkpoints.folder import write_final
+from tfperf.train.checkpoints.stale import remove_checkpoint_temps
 
 # Above this, saving the iterator (its shuffle buffer) makes every checkpoint slow and big.
 ITERATOR_WARN_BYTES = 64 * 2**20

@@ -14,7 +14,7 @@ from typing import TypeVar
 from rich.console import Console
 
 from tfperf.errors import UserError
-from tfperf.train.checkpoints_dir import STATE_FILE
+from tfperf.train.checkpoints.folder import STATE_FILE
 from tfperf.util.files import write_text_atomic
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tfperf.data.convert_options import ConvertError
+from tfperf.data.convert.options import ConvertError
 from tfperf.util.lock import FolderInUseError, folder_lock, read_holder
 
 PURPOSE = "tfperf convert"

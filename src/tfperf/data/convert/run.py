@@ -1,8 +1,8 @@
 """`convert`: raw rows -> sharded TFRecord + manifest.json, orchestrated from the main
 process: open the source, settle the schema and the shard plan (data/shards.py), pick up
-an interrupted run (convert_resume.py), let the workers write the shards
-(convert_worker.py), then join the rejects and update the manifest. The options live in
-convert_options.py, the readers in data/sources/.
+an interrupted run (resume.py), let the workers write the shards
+(worker.py), then join the rejects and update the manifest. The options live in
+options.py, the readers in data/sources/.
 """
 
 from __future__ import annotations
@@ -15,9 +15,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tfperf.data.convert_disk import convert_disk_full
-from tfperf.data.convert_lock import make_out, manifest_lock, remove_made, split_lock
-from tfperf.data.convert_options import (
+from tfperf.data.convert.disk import convert_disk_full
+from tfperf.data.convert.lock import make_out, manifest_lock, remove_made, split_lock
+from tfperf.data.convert.manifest_merge import (
+    DatasetFields,
+    check_conflicts,
+    merge_split,
+    remove_splits,
+    split_files,
+)
+from tfperf.data.convert.options import (
     ConvertError,
     ConvertOptions,
     PreprocessFactory,
@@ -25,15 +32,14 @@ from tfperf.data.convert_options import (
     load_preprocess,
     preprocess_label,
 )
-from tfperf.data.convert_resume import Progress, fingerprint, remove_stale, resume_point
-from tfperf.data.convert_worker import (
+from tfperf.data.convert.pool import run_jobs, sendable_task
+from tfperf.data.convert.resume import Progress, fingerprint, remove_stale, resume_point
+from tfperf.data.convert.worker import (
     PreprocessError,
     ShardJob,
     ShardTask,
     apply_preprocess,
     encode_row,
-    run_jobs,
-    sendable_task,
 )
 from tfperf.data.manifest import (
     Manifest,
@@ -42,13 +48,6 @@ from tfperf.data.manifest import (
     load_manifest,
     manifest_path,
     save_manifest,
-)
-from tfperf.data.manifest_merge import (
-    DatasetFields,
-    check_conflicts,
-    merge_split,
-    remove_splits,
-    split_files,
 )
 from tfperf.data.schema import RowError, Schema
 from tfperf.data.shards import (

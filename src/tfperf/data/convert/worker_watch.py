@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from tfperf.data.convert_options import ConvertError
+from tfperf.data.convert.options import ConvertError
 
 
 class WorkerWatch:

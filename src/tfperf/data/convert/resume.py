@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfperf.data.convert_options import ConvertError, ConvertOptions
+from tfperf.data.convert.options import ConvertError, ConvertOptions
 from tfperf.data.manifest import Manifest
 from tfperf.data.schema import Schema
 from tfperf.data.shards import ShardPlan, is_leftover, progress_name
