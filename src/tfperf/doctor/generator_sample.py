@@ -91,7 +91,7 @@ def sample_generator(
     (tfperf.convert), reads them back with tfperf's pipeline and times both side by side.
     None when the pipeline has no generator or its elements cannot become rows."""
     from tfperf.config import config_from_dict
-    from tfperf.data.writer import convert
+    from tfperf.data.convert.run import convert
     from tfperf.inputs.datasets import make_input_dataset
     from tfperf.measure import pipeline_probe, side_by_side
 

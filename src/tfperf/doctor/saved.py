@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.runreport.run_dir import DOCTOR_NAME, save_json
-from tfperf.train.checkpoints_dir import run_dirs
+from tfperf.train.checkpoints.folder import run_dirs
 
 
 def save_result(cfg: Any, data: dict[str, Any]) -> tuple[Path, str | None]:
