@@ -84,7 +84,7 @@ def measure_size(size: int, n: int, budget: dict[str, Any], repeats: int) -> dic
     from tfperf.config import PipelineConfig, config_from_dict
     from tfperf.data.manifest import load_manifest
     from tfperf.data.pipeline import make_dataset
-    from tfperf.doctor.target import build_target
+    from tfperf.doctor.probes.target import build_target
     from tfperf.workloads import get_workload
 
     root = DATA_ROOT / ("distance_maps_a" if size == 64 else f"distance_maps_a_{size}")

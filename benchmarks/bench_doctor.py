@@ -25,9 +25,9 @@ def say(msg: str) -> None:
 def main() -> int:
     args = parse_args(__doc__.split("\n\n")[0])
     from tfperf.config import config_from_dict, load_config
-    from tfperf.doctor.diagnose import diagnose
-    from tfperf.doctor.fixes import fix_pipeline
-    from tfperf.doctor.target import build_target, train_probe
+    from tfperf.doctor.diagnosis.diagnose import diagnose
+    from tfperf.doctor.fix.entry import fix_pipeline
+    from tfperf.doctor.probes.target import build_target, train_probe
     from tfperf.inputs.datasets import ensure_workload_data, make_input_dataset
     from tfperf.measure import compare, repeat_if_finite, side_by_side
 

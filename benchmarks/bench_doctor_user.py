@@ -54,7 +54,7 @@ def _pop(argv: list[str], flag: str) -> str | None:
 
 # ---- one case, in a child process ---------------------------------------------------------
 def _runnable(ds: Any) -> bool:
-    from tfperf.doctor import lint
+    from tfperf.doctor.graph import lint
 
     stages = lint.read_graph(ds).stages
     return not any(s.kind == "shuffle" and (s.buffer_size or 0) > HUGE_BUFFER for s in stages)
@@ -87,8 +87,8 @@ def _predicted(fix: dict[str, Any]) -> float | None:
 def run_case(name: str, quick: bool, repeats: int) -> dict[str, Any]:
     from tfperf.config import load_config
     from tfperf.doctor import diagnose, fix_pipeline
-    from tfperf.doctor.budget import DOCTOR_SECONDS, Budget
-    from tfperf.doctor.target import build_target, train_probe
+    from tfperf.doctor.probes.budget import DOCTOR_SECONDS, Budget
+    from tfperf.doctor.probes.target import build_target, train_probe
     from tfperf.inputs.datasets import make_input_dataset
     from tfperf.measure import compare, repeat_if_finite, side_by_side
 

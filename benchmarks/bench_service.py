@@ -103,7 +103,8 @@ def start_service(workers: int) -> Any:
 def doctor_estimate(pipeline: float, compute: float, training: float, waiting: float) -> str:
     """What the doctor's scale_out rule says about these rates (its own code, not a copy):
     its Evidence holds the measured rates, nothing else (the rule reads no more)."""
-    from tfperf.doctor.rules import Evidence, rule_scale_out
+    from tfperf.doctor.evidence.evidence import Evidence
+    from tfperf.doctor.rules.model import rule_scale_out
 
     values = {"pipeline": pipeline, "compute": compute, "training": training}
     values |= {"input_bound_fraction": waiting, "compute_batch": float(BATCH), "budget": 0}
@@ -123,7 +124,7 @@ def measure_service(files: list[str], clusters: dict[int, Any], budget: dict, re
     import tensorflow as tf
 
     from tfperf.config import config_from_dict
-    from tfperf.doctor.target import build_target
+    from tfperf.doctor.probes.target import build_target
 
     local = online_pipeline(files)
     datasets = {"local": local}

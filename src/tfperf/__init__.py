@@ -51,7 +51,7 @@ _LAZY = {
     "optimize": "tfperf.doctor.api:optimize",
     "apply_rewrites": "tfperf.doctor.api:apply_rewrites",
     "OptimizeReport": "tfperf.doctor.api:OptimizeReport",
-    "fix_pipeline": "tfperf.doctor.fixes:fix_pipeline",
+    "fix_pipeline": "tfperf.doctor.fix.entry:fix_pipeline",
     "testing": "tfperf.testing",  # a module: assertions for your own unit tests
     "keras": "tfperf.keras",  # a module: InputMonitor and monitor() for model.fit
 }

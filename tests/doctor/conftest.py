@@ -14,8 +14,8 @@ import pytest
 def evidence():
     """evidence(ds, **fields): the rules' Evidence for `ds`'s graph; every rate 1 ex/s, not
     input-bound, nothing measured per stage, a 1 MiB budget, unless `fields` say otherwise."""
-    from tfperf.doctor import lint
-    from tfperf.doctor.evidence import Evidence
+    from tfperf.doctor.evidence.evidence import Evidence
+    from tfperf.doctor.graph import lint
 
     def make(ds: Any, **fields: Any) -> Evidence:
         neutral: dict[str, Any] = {
@@ -40,8 +40,8 @@ def evidence():
 def slow_map_evidence(evidence):
     """slow_map_evidence(ds, **fields): input-bound on 2 cores, `ds`'s first map taking 90%
     of the pipeline's time (100 ex/s; the model alone 1,000 ex/s)."""
-    from tfperf.doctor import lint
-    from tfperf.doctor.findings import StageTiming
+    from tfperf.doctor.evidence.findings import StageTiming
+    from tfperf.doctor.graph import lint
 
     def make(ds: Any, **fields: Any) -> Any:
         st = next(s for s in lint.read_graph(ds).stages if s.kind.startswith("map"))

@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfperf  # noqa: E402
-from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.rewrites import batch_before_map  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
+from tfperf.doctor.rewrites.edits import batch_before_map  # noqa: E402
 
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
 SPEC = {"tokens": tf.io.VarLenFeature(tf.int64), "label": tf.io.FixedLenFeature([], tf.int64)}

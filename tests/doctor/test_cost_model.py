@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfperf.doctor.cost_model import Costs
+from tfperf.doctor.evidence.cost_model import Costs
 
 
 def costs(**kw: float) -> Costs:

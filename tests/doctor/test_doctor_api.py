@@ -19,8 +19,8 @@ import slow_pipelines as sp  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfperf  # noqa: E402
-from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.rewrites import same_examples  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
+from tfperf.doctor.rewrites.edits import same_examples  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # The smallest measurements the doctor takes (two repeats: the fewest compare can judge).

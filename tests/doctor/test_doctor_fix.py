@@ -21,11 +21,11 @@ import tensorflow as tf  # noqa: E402
 from tfperf.config import config_from_dict, load_config  # noqa: E402
 from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
 from tfperf.data.schema import Feature, Schema  # noqa: E402
-from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.diagnose import diagnose  # noqa: E402
-from tfperf.doctor.fixes import fix_pipeline  # noqa: E402
-from tfperf.doctor.report import render_fix  # noqa: E402
-from tfperf.doctor.rewrites import (  # noqa: E402
+from tfperf.doctor.diagnosis.diagnose import diagnose  # noqa: E402
+from tfperf.doctor.fix.entry import fix_pipeline  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
+from tfperf.doctor.report.render import render_fix  # noqa: E402
+from tfperf.doctor.rewrites.edits import (  # noqa: E402
     batch_before_map,
     example_multiset,
     same_examples,
@@ -190,7 +190,7 @@ def _value(cfg, key: str):
 
 def test_relocate_paths_names_the_same_files_from_the_new_folder(tmp_path):
     from tfperf.config import dump_config
-    from tfperf.doctor.runfile import relocate_paths
+    from tfperf.doctor.fix.runfile import relocate_paths
 
     run = tmp_path / "proj" / "run.yaml"
     run.parent.mkdir()
@@ -220,7 +220,7 @@ def test_relocate_paths_names_the_same_files_from_the_new_folder(tmp_path):
 
 
 def test_fix_writes_a_run_file_that_works_in_another_folder(tmp_path):
-    from tfperf.doctor.runfile import write_run_file
+    from tfperf.doctor.fix.runfile import write_run_file
 
     write_tfperf_data(tmp_path / "proj" / "data")
     run = tmp_path / "proj" / "run.yaml"

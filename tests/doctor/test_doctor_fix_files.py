@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from tfperf.config import load_config
-from tfperf.doctor.runfile import write_run_file
+from tfperf.doctor.fix.runfile import write_run_file
 
 sys.path.insert(0, str(Path(__file__).parent))  # slow_pipelines, named by a run file
 # Short measurements: the user's slow map loses to its fix by far more than the noise.
@@ -142,7 +142,7 @@ def test_optimized_run_file_keeps_comments_and_changes_only_the_kept_keys(tmp_pa
 def test_pipeline_module_written_elsewhere_finds_the_users_function(tmp_path):
     from types import SimpleNamespace
 
-    from tfperf.doctor.pipeline_file import write_optimized_pipeline
+    from tfperf.doctor.fix.pipeline_file import write_optimized_pipeline
     from tfperf.util.imports import load_object
 
     proj = tmp_path / "proj"

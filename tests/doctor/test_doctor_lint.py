@@ -18,8 +18,8 @@ import slow_pipelines as sp  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfperf.config import config_from_dict  # noqa: E402
-from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.diagnose import diagnose  # noqa: E402
+from tfperf.doctor.diagnosis.diagnose import diagnose  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
 from tfperf.observe.feed import verdict_for  # noqa: E402
 
 # Input cases time no compute what-ifs (their rules are tested on their own below).
@@ -214,7 +214,7 @@ def test_dataset_argument_replaces_the_run_file_pipeline():
 
 # ---- what a resume loses: an iterator TensorFlow cannot save -----------------------------------
 def test_iterator_that_cannot_be_checkpointed_is_a_finding(diagnosed, evidence):
-    from tfperf.doctor.rules_model import rule_input_not_checkpointable
+    from tfperf.doctor.rules.model import rule_input_not_checkpointable
 
     diag = diagnosed("from_generator")
     f = next(f for f in diag.findings if f.code == "input_not_checkpointable")

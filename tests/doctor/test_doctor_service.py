@@ -17,7 +17,7 @@ import trainkit  # noqa: E402
 
 from tfperf.bench import bench_pipeline  # noqa: E402
 from tfperf.config import load_config  # noqa: E402
-from tfperf.doctor.diagnose import SERVICE_NOTE, diagnose  # noqa: E402
+from tfperf.doctor.diagnosis.diagnose import SERVICE_NOTE, diagnose  # noqa: E402
 
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
 

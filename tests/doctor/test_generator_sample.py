@@ -10,9 +10,9 @@ import numpy as np
 import tensorflow as tf
 
 import tfperf
-from tfperf.doctor import lint
-from tfperf.doctor.findings import Finding
-from tfperf.doctor.generator_sample import SAMPLE, sample_generator, with_generator_sample
+from tfperf.doctor.evidence.findings import Finding
+from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.generator_sample import SAMPLE, sample_generator, with_generator_sample
 
 X = np.random.default_rng(0).random((3_000, 32), dtype=np.float32)
 Y = np.arange(3_000, dtype=np.float32).reshape(-1, 1)

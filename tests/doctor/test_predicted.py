@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tfperf.doctor.cost_model import Costs
-from tfperf.doctor.findings import Diagnosis, Finding, StageTiming
-from tfperf.doctor.fix_trials import FixTrial
-from tfperf.doctor.predicted import predict
+from tfperf.doctor.evidence.cost_model import Costs
+from tfperf.doctor.evidence.findings import Diagnosis, Finding, StageTiming
+from tfperf.doctor.fix.predicted import predict
+from tfperf.doctor.fix.trials import FixTrial
 from tfperf.measure import Measurement, Run
 
 

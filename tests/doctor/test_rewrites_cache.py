@@ -8,8 +8,8 @@ import collections
 
 import tensorflow as tf
 
-from tfperf.doctor import lint
-from tfperf.doctor.rewrites_cache import cache_work, cacheable_prefix, source_shuffle
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, source_shuffle
 
 N = 20
 

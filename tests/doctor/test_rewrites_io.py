@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import tfperf
-from tfperf.doctor import lint
-from tfperf.doctor.rewrites_io import (
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.io import (
     CAP_SHUFFLE,
     cache_before_random,
     cap_shuffles,
@@ -21,7 +21,7 @@ from tfperf.doctor.rewrites_io import (
     parallel_reads,
     random_before_cache,
 )
-from tfperf.doctor.rules_cache import rule_cache_after_random
+from tfperf.doctor.rules.cache import rule_cache_after_random
 from tfperf.measure import same_examples
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -176,7 +176,7 @@ def make_dataset(files, batch_size=64):
 
 
 def test_each_kept_graph_edit_is_a_code_edit_on_its_line(tmp_path):
-    from tfperf.doctor.pipeline_file import code_edits
+    from tfperf.doctor.fix.pipeline_file import code_edits
 
     (tmp_path / "user_pipe.py").write_text(USER_PIPELINE)
     cfg = tfperf.config_from_dict({"data": {"pipeline": f"{tmp_path}/user_pipe.py:make_dataset"}})
@@ -198,7 +198,7 @@ def make_dataset(batch_size=32):
 
 
 def test_the_cache_edit_points_at_the_shuffled_source(tmp_path):
-    from tfperf.doctor.pipeline_file import code_edits
+    from tfperf.doctor.fix.pipeline_file import code_edits
 
     (tmp_path / "photos_pipe.py").write_text(LIST_FILES_PIPELINE)
     cfg = tfperf.config_from_dict({"data": {"pipeline": f"{tmp_path}/photos_pipe.py:make_dataset"}})
@@ -222,7 +222,7 @@ def make_dataset(files, batch_size=32):
 
 
 def test_the_batch_move_edit_points_at_the_map_right_before_the_batch(tmp_path):
-    from tfperf.doctor.pipeline_file import code_edits
+    from tfperf.doctor.fix.pipeline_file import code_edits
 
     (tmp_path / "filtered_pipe.py").write_text(FILTERED_PIPELINE)
     cfg = tfperf.config_from_dict(
@@ -243,7 +243,7 @@ def make_dataset(batch_size=32):
 
 
 def test_the_cache_edit_of_a_keras_loader_caches_its_output(tmp_path):
-    from tfperf.doctor.pipeline_file import code_edits
+    from tfperf.doctor.fix.pipeline_file import code_edits
 
     (tmp_path / "keras_pipe.py").write_text(KERAS_PIPELINE)
     cfg = tfperf.config_from_dict({"data": {"pipeline": f"{tmp_path}/keras_pipe.py:make_dataset"}})

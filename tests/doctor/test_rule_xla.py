@@ -10,9 +10,9 @@ import tensorflow as tf
 
 import tfperf
 from tfperf.config import config_from_dict
-from tfperf.doctor.evidence import XLA_VARIANT
+from tfperf.doctor.evidence.evidence import XLA_VARIANT
+from tfperf.doctor.fix.runfile import run_file_candidates
 from tfperf.doctor.rules import run_rules
-from tfperf.doctor.runfile import run_file_candidates
 
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
 

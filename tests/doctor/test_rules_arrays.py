@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tfperf.doctor import lint, rules_arrays
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rules import arrays as rules_arrays
 
 TFPERF = str(Path(sys.executable).parent / "tfperf")
 

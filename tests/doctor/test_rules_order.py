@@ -15,7 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from tfperf.doctor.rules import run_rules  # noqa: E402
-from tfperf.doctor.rules_order import (  # noqa: E402
+from tfperf.doctor.rules.order import (  # noqa: E402
     rule_repeat_before_shuffle,
     rule_shuffle_after_batch,
 )
@@ -77,7 +77,7 @@ def test_a_wrong_order_comes_before_speed_advice(evidence):
 
 def test_the_change_names_the_users_file_and_line(evidence, tmp_path):
     from tfperf.config import load_config
-    from tfperf.doctor.user_source import user_source
+    from tfperf.doctor.graph.user_source import user_source
 
     module = tmp_path / "my_input.py"
     module.write_text(

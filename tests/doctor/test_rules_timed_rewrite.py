@@ -12,8 +12,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from tfperf.doctor.evidence import PARALLEL  # noqa: E402
-from tfperf.doctor.rewritten import confirmed_slower, slower_rewrites  # noqa: E402
+from tfperf.doctor.diagnosis.rewritten import confirmed_slower, slower_rewrites  # noqa: E402
+from tfperf.doctor.evidence.evidence import PARALLEL  # noqa: E402
 from tfperf.doctor.rules import run_rules  # noqa: E402
 from tfperf.measure import Measurement, Run, pipeline_probe, side_by_side  # noqa: E402
 

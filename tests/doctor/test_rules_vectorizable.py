@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from tfperf.doctor import lint  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
 from tfperf.doctor.rules import run_rules  # noqa: E402
 
 
@@ -63,8 +63,8 @@ def test_a_map_that_can_run_on_batches_still_gets_vectorize_advice(fn, slow_map_
 
 
 def test_each_function_is_traced_once(tmp_path):
-    from tfperf.doctor.pfor_fn import Refused, vectorize_function
-    from tfperf.doctor.vectorize import refusal
+    from tfperf.doctor.rewrites.pfor_fn import Refused, vectorize_function
+    from tfperf.doctor.rewrites.vectorize import refusal
 
     ds = tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32) * 3.0).batch(8)
     graph = lint.read_graph(ds)

@@ -78,7 +78,7 @@ def test_a_pipeline_slower_than_the_model_on_every_core_gets_a_worker_estimate(e
 def test_the_service_comes_after_every_fix_of_this_hosts_pipeline(evidence):
     import tensorflow as tf
 
-    from tfperf.doctor import lint
+    from tfperf.doctor.graph import lint
     from tfperf.doctor.rules import run_rules
 
     # float64 batches (a fix on this host) while input and model share the cores.

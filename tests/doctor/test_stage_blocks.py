@@ -10,8 +10,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
-from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.diagnose import stage_prefix  # noqa: E402
+from tfperf.doctor.diagnosis.stages import stage_prefix  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
 
 BLOCK, BATCH = 64, 32
 

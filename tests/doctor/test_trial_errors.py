@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from tfperf.doctor.fix_trials import cause
+from tfperf.doctor.fix.trials import cause
 
 
 def test_a_runtime_error_is_named_by_its_message_line(tmp_path):

@@ -17,11 +17,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.saved_model import function_deserialization  # noqa: E402
 
-from tfperf.doctor import lint  # noqa: E402
-from tfperf.doctor.fixes_dataset import dataset_candidates  # noqa: E402
-from tfperf.doctor.pfor_fn import library_of  # noqa: E402
-from tfperf.doctor.rewrites import example_multiset, same_examples  # noqa: E402
-from tfperf.doctor.vectorize import vectorize_maps  # noqa: E402
+from tfperf.doctor.fix.dataset import dataset_candidates  # noqa: E402
+from tfperf.doctor.graph import lint  # noqa: E402
+from tfperf.doctor.rewrites.edits import example_multiset, same_examples  # noqa: E402
+from tfperf.doctor.rewrites.pfor_fn import library_of  # noqa: E402
+from tfperf.doctor.rewrites.vectorize import vectorize_maps  # noqa: E402
 
 N = 100  # not a multiple of the batch sizes: a partial last batch
 DIM = 16

@@ -67,7 +67,7 @@ def test_a_dataset_that_repeats_forever_needs_a_limit():
 
 
 def test_it_is_the_doctors_check():
-    from tfperf.doctor import rewrites
+    from tfperf.doctor.rewrites import edits as rewrites
     from tfperf.measure import examples
 
     assert rewrites.same_examples is examples.same_examples

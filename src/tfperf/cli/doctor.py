@@ -126,11 +126,11 @@ def register(app: typer.Typer) -> None:
         if repeats is not None:
             cfg.doctor.repeats = repeats
         # The doctor pulls in TensorFlow: imported here so that `tfperf --help` stays fast.
-        from tfperf.doctor.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
-        from tfperf.doctor.diagnose import diagnose
-        from tfperf.doctor.fixes import fix_pipeline
-        from tfperf.doctor.report import render_diagnosis, render_fix
-        from tfperf.doctor.runfile import default_output
+        from tfperf.doctor.diagnosis.diagnose import diagnose
+        from tfperf.doctor.fix.entry import fix_pipeline
+        from tfperf.doctor.fix.runfile import default_output
+        from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
+        from tfperf.doctor.report.render import render_diagnosis, render_fix
 
         if cfg.workload and not cfg.data.pipeline:
             from tfperf.inputs.datasets import ensure_workload_data

@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
 def leave_for_report(cfg: Any, data: dict[str, Any], html_out: str | None) -> None:
     """Saves a doctor's --json `data` as {train.out_dir}/doctor.json for `tfperf report`
     and, with `html_out`, writes that report there (said on stderr: stdout is the doctor's)."""
-    from tfperf.doctor.saved import save_result
+    from tfperf.doctor.report.saved import save_result
     from tfperf.runreport.page import write_doctor_report, write_run_report
 
     saved, error = save_result(cfg, data)

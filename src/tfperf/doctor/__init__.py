@@ -2,12 +2,12 @@
 (diagnose), reads the pipeline's graph (lint), names what slows it (rules) and applies
 measured fixes (fixes, rewrites, runfile); report renders it all."""
 
-from tfperf.doctor.diagnose import diagnose
-from tfperf.doctor.findings import Diagnosis, Finding
-from tfperf.doctor.fix_trials import FixResult, FixTrial
-from tfperf.doctor.fixes import fix_pipeline
-from tfperf.doctor.graph_read import DatasetGraph, GraphStage, read_graph
-from tfperf.doctor.rewrites import same_examples
+from tfperf.doctor.diagnosis.diagnose import diagnose
+from tfperf.doctor.evidence.findings import Diagnosis, Finding
+from tfperf.doctor.fix.entry import fix_pipeline
+from tfperf.doctor.fix.trials import FixResult, FixTrial
+from tfperf.doctor.graph.read import DatasetGraph, GraphStage, read_graph
+from tfperf.doctor.rewrites.edits import same_examples
 
 __all__ = [
     "DatasetGraph",

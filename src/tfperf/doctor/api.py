@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.config import RunConfig, config_from_dict
-from tfperf.doctor import handed, lint
-from tfperf.doctor.diagnose import diagnose as diagnose_run
-from tfperf.doctor.findings import Diagnosis
-from tfperf.doctor.fix_trials import FixResult
-from tfperf.doctor.fixes_dataset import fix_dataset, replay
+from tfperf.doctor.diagnosis.diagnose import diagnose as diagnose_run
+from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.fix.dataset import fix_dataset, replay
+from tfperf.doctor.fix.trials import FixResult
+from tfperf.doctor.graph import lint
+from tfperf.doctor.probes import handed
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
 from tfperf.util.imports import load_object

@@ -1,0 +1,248 @@
+"""The doctor's measurements of one run file's training, side by side in one process on the
+shared core `tfperf.measure`: the pipeline alone and each of its stage prefixes, the model
+fed one cached batch (the compute limit) and both together with the real train step (input
+wait measured in the graph, as the training loop does); then the what-ifs. The rules turn
+them into a `Diagnosis`.
+
+Reading the graph is graph/'s job, judging rules/' (on evidence/'s `Evidence`), building
+probes probes/target.py's; stages.py makes the stage prefixes' probes, what_ifs.py the
+what-ifs'.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tfperf.doctor.diagnosis.rewritten import (
+    confirmed_slower,
+    rewrite_probes,
+    rewritten_costs,
+    slower_rewrites,
+)
+from tfperf.doctor.diagnosis.stages import cache_candidate, stage_probes, stage_timings
+from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
+from tfperf.doctor.evidence.evidence import Evidence
+from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.graph import lint
+from tfperf.doctor.graph.user_source import user_source
+from tfperf.doctor.probes.bounded import (
+    Bounded,
+    bounded,
+    cache_findings,
+    ram_budget_bytes,
+)
+from tfperf.doctor.probes.budget import DOCTOR_SECONDS, Budget
+from tfperf.doctor.probes.generator_sample import with_generator_sample
+from tfperf.doctor.probes.target import (
+    build_target,
+    compute_probe,
+    dataset_probe,
+    on_accelerator,
+    train_probe,
+)
+from tfperf.doctor.rewrites.edits import set_deterministic
+from tfperf.doctor.rules import run_rules
+from tfperf.inputs.datasets import make_input_dataset
+from tfperf.measure import Measurement, Probe, Run, repeat_if_finite, side_by_side
+from tfperf.observe.feed import verdict_for
+from tfperf.train.run_input import first_of
+
+SERVICE_NOTE = (
+    "pipeline.service is on: the pipeline's stages run on the tf.data service workers, which "
+    "the doctor cannot time stage by stage; 'pipeline' is the rate this process receives "
+    "from the service (set pipeline.service.mode: off to time the stages here)"
+)
+Tick = Callable[[str], None]  # called with a probe's name after each timed repeat
+
+
+def _no_tick(label: str) -> None:
+    pass
+
+
+def _guarded(probe: Probe, errors: dict[str, Exception]) -> Probe:
+    """`probe`, except that a failing repeat records its error in `errors` and it times
+    nothing from then on: a stage or variant that cannot run is reported, not fatal."""
+
+    def run_once() -> Run:
+        if probe.name not in errors:
+            try:
+                return probe()
+            except Exception as exc:  # noqa: BLE001 - reported with the stage or variant
+                errors[probe.name] = exc
+        return Run(0.0, 0, 0)
+
+    return Probe(probe.name, run_once)
+
+
+def _measure(
+    probes: list[Probe], d: Any, tick: Tick, seconds: float | None = None, at_least: int = 1
+) -> dict[str, Measurement]:
+    """The probes side by side, `d.repeats` rounds interleaved (no new round after
+    `seconds`, once `at_least` rounds ran)."""
+    on_run = lambda name, _: tick(name)  # noqa: E731
+    return side_by_side(
+        probes, repeats=d.repeats, on_run=on_run, time_limit=seconds, min_repeats=at_least
+    )
+
+
+def _note(name: str, exc: Exception) -> str:
+    return f"{name}: not measured ({type(exc).__name__}: {str(exc)[:160]})"
+
+
+# ---- the diagnosis -------------------------------------------------------------------------
+def _main_probes(
+    capped: Bounded,
+    target: Any,
+    train_ds: Any,
+    batch: int,
+    d: Any,
+    errors: dict[str, Exception],
+    budget: Budget,
+    seconds: float,
+    served: bool,
+) -> tuple[list[Probe], list[tuple[lint.GraphStage, Probe | None]]]:
+    """(a) the pipeline alone and each stage prefix, (b) the compute limit and (c) both
+    together with the same compiled train step, each repeat within its share of `seconds`;
+    a stage or variant the budget leaves no time for is recorded as not measured."""
+    ds, graph = capped.dataset, capped.graph
+    nondeterministic = bool(lint.deterministic_stages(graph))
+    count = 3 + int(nondeterministic) + (0 if served else len(graph.measurable()) + 2)
+    limit = budget.per_probe(seconds, count, d.repeats)
+    until = time.monotonic() + seconds  # this phase's deadline
+    # With pipeline.service the stages run on the workers: only the client's rate is timed.
+    per_stage = [] if served else stage_probes(graph, batch, d, errors, limit)
+    # The three rates every verdict needs run first in each round, whatever the time.
+    probes = [
+        budget.watch(dataset_probe("pipeline", ds, d, time_limit=limit), required=True),
+        budget.watch(compute_probe("compute limit", target, train_ds, d, limit), required=True),
+        budget.watch(train_probe("training", target, train_ds, d, limit), required=True),
+    ]
+    optional = [p for _, p in per_stage if p is not None]
+    optional += [] if served else rewrite_probes(graph, ds, d, errors, limit)
+    if nondeterministic:
+        nd = set_deterministic(graph, ds, False)
+        optional.append(dataset_probe("deterministic=False", nd, d, time_limit=limit))
+    probes += [_guarded(budget.watch(p, until=until), errors) for p in optional]
+    return probes, per_stage
+
+
+def diagnose(
+    cfg: Any,
+    *,
+    dataset: Any = None,
+    tick: Tick | None = None,
+    compute_variants: bool = True,
+    budget: Budget | None = None,
+) -> Diagnosis:
+    """Measures the run file's training pipeline and model and concludes.
+
+    `dataset` replaces the run file's pipeline (the doctor works on any tf.data.Dataset);
+    `tick(label)` is called after each timed repeat (progress); `budget` bounds the time
+    (DOCTOR_SECONDS by default). A shuffle buffer or cache beyond the RAM budget is never
+    filled: a capped copy of the pipeline is timed (probes/bounded.py).
+    """
+    tick = tick or _no_tick
+    budget = budget or Budget(DOCTOR_SECONDS)
+    d = cfg.doctor
+    original = dataset if dataset is not None else make_input_dataset(cfg, training=True)
+    # The static lint first: nothing runs before the graph has been read and bounded.
+    graph = lint.read_graph(original)
+    capped = bounded(original, graph, ram_budget_bytes(cfg))
+    ds = capped.dataset
+    batch = real_batch(ds)  # what the pipeline yields, whatever batch_size says
+    errors: dict[str, Exception] = {}
+    # The train step pulls inside the graph: a finite pipeline must not run dry mid-call.
+    train_ds = repeat_if_finite(ds)
+    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
+    # The what-ifs get a quarter of the time when there are any.
+    share = 0.75 if compute_variants and d.what_ifs else 0.9
+    seconds = budget.left() * share
+    served = dataset is None and cfg.pipeline.service.on
+    probes, per_stage = _main_probes(
+        capped, target, train_ds, batch, d, errors, budget, seconds, served
+    )
+    measured = _measure(probes, d, tick, seconds)
+    pipeline, compute, training = (
+        measured["pipeline"],
+        measured["compute limit"],
+        measured["training"],
+    )
+    stages = stage_timings(per_stage, measured, errors)
+    slower = confirmed_slower(
+        slower_rewrites(pipeline, measured, errors),
+        probes,
+        errors,
+        lambda again: _measure(again, d, tick, budget.left() * 0.25, at_least=2),
+    )
+    verdict = verdict_for(training.input_bound_fraction)
+    what_ifs = what_if_probes(
+        cfg,
+        graph=capped.graph,
+        train_ds=train_ds,
+        batch=batch,
+        precision=target.precision,
+        verdict=verdict,
+        own_pipeline=dataset is None,
+        compute_variants=compute_variants,
+        errors=errors,
+        limit=budget.per_probe(budget.left(), 3, d.repeats),
+    )
+    watched = [_guarded(budget.watch(p), errors) for p in what_ifs]
+    measured_ifs = _measure(watched, d, tick, budget.left()) if watched else {}
+    variants = {n: m.examples_per_s.median for n, m in measured_ifs.items() if n not in errors}
+    notes = [_note(n, exc) for n, exc in errors.items() if not n.startswith("stage ")]
+    notes += capped.notes
+    if served:
+        notes.append(SERVICE_NOTE)
+    shuffle_bytes = {i: n for i, n in capped.bytes_in.items() if graph.stages[i].kind == "shuffle"}
+    evidence = Evidence(
+        graph=graph,
+        pipeline=pipeline.examples_per_s.median,
+        compute=compute.examples_per_s.median,
+        training=training.examples_per_s.median,
+        input_bound_fraction=training.input_bound_fraction,
+        compute_batch=compute.examples_per_batch,
+        stages=stages,
+        variants=variants,
+        budget=ram_budget_bytes(cfg),
+        shuffle_bytes=shuffle_bytes,
+        cache_candidate=cache_candidate(capped.graph),
+        nondeterministic_rate=(
+            None
+            if "deterministic=False" not in measured or "deterministic=False" in errors
+            else measured["deterministic=False"].examples_per_s.median
+        ),
+        source=user_source(cfg) if dataset is None else None,  # file:line for the findings
+        pipeline_cpu=pipeline.cpu_us_per_example.median * 1e-6,
+        compute_cpu=compute.cpu_us_per_example.median * 1e-6,
+        accelerator=on_accelerator(),
+        rewritten=rewritten_costs(measured, errors),
+        slower=slower,
+    )
+    findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
+    if verdict == "not input-bound":
+        findings = [f for f in findings if f.kind != "input"]
+        notes.append("not input-bound: the model, not the input, sets the pace")
+    # A generator's finding gets the API call that replaces it and its gain on a sample.
+    findings = with_generator_sample(findings, graph)
+    costly = [s for s in stages if s.us_per_example is not None]
+    slowest = max(costly, key=lambda s: s.us_per_example).label if costly else None
+    source = cfg.data.pipeline or (cfg.workload and f"workload {cfg.workload}")
+    return Diagnosis(
+        source=source or cfg.source or "run file",
+        model=getattr(target.model, "name", type(target.model).__name__),
+        batch_size=batch,
+        precision=target.precision,
+        pipeline=pipeline,
+        compute=compute,
+        training=training,
+        stages=stages,
+        slowest_stage=slowest,
+        verdict=verdict,
+        findings=findings,
+        variants=variants,
+        notes=notes,
+        costs=evidence.costs,
+    )

@@ -1,0 +1,130 @@
+"""The doctor's what-ifs: the compute side timed as it could be (another precision policy,
+4x the batch, the step compiled with XLA) and the model fed float32 instead of float64
+inputs, each a probe built here and run by diagnose.py after the main measurements; and
+the batch the pipeline really yields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tfperf.doctor.evidence.evidence import XLA_VARIANT
+from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
+from tfperf.doctor.probes.target import build_target, compute_probe, train_probe
+from tfperf.doctor.rewrites.edits import to_float32
+from tfperf.inputs.datasets import make_input_dataset
+from tfperf.measure import Probe, leading_dim, repeat_if_finite
+from tfperf.train.precision import supported_policies
+from tfperf.train.run_input import first_of
+from tfperf.train.xla import host_accelerators
+
+
+def what_if_probes(
+    cfg: Any,
+    *,
+    graph: lint.DatasetGraph,
+    train_ds: Any,
+    batch: int,
+    precision: str,
+    verdict: str,
+    own_pipeline: bool,
+    compute_variants: bool,
+    errors: dict[str, Exception],
+    limit: float | None = None,
+) -> list[Probe]:
+    """Probes of the compute-side what-ifs (other precisions, 4x the batch) and of float32
+    inputs, `limit` seconds per repeat; a what-if that cannot be built is recorded in
+    `errors`."""
+    d = cfg.doctor
+    out: list[Probe] = []
+
+    def variant(name: str, make: Callable[[], Probe]) -> None:
+        try:
+            out.append(make())
+        except Exception as exc:  # noqa: BLE001 - a variant that cannot run is only a note
+            errors[name] = exc
+
+    # Compute-side what-ifs only matter when the input is not the clear limit.
+    if compute_variants and "precision" in d.what_ifs and verdict != "highly input-bound":
+        for policy in supported_policies():
+            if policy != precision:
+                name = f"precision={policy}"
+                variant(
+                    name, lambda n=name, p=policy: _compute_at(n, cfg, train_ds, batch, p, limit)
+                )
+    if compute_variants and "batch" in d.what_ifs:
+        # A larger batch pays per-step costs (dispatch, dequeue) once for more examples:
+        # the run file's own pipeline rebuilt at 4x the batch, trained for real.
+        big = batch * 4
+        if own_pipeline:
+            name = f"training at batch={big}"
+            variant(name, lambda: _training_at(name, cfg, big, limit))
+        else:
+            name = f"compute at batch={big}"
+            rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
+            variant(name, lambda: _compute_at(name, cfg, rebatched, big, None, limit))
+    if compute_variants and "xla" in d.what_ifs and verdict != "highly input-bound":
+        if not xla_already_on(cfg):
+            name = XLA_VARIANT
+            xla_cfg = cfg.model_copy(deep=True)
+            xla_cfg.train.jit_compile = True
+            variant(name, lambda: _compute_at(name, xla_cfg, train_ds, batch, None, limit))
+    if lint.float64_outputs(graph):
+        name = "float32 inputs"
+        cast = train_ds.map(to_float32)
+        variant(name, lambda: _compute_at(name, cfg, cast, batch, None, limit))
+    return out
+
+
+def xla_already_on(cfg: Any) -> bool:
+    """The run already compiles its step with XLA: explicitly, or auto on an accelerator."""
+    return cfg.train.jit_compile is True or (
+        cfg.train.jit_compile == "auto" and bool(host_accelerators())
+    )
+
+
+def _compute_at(
+    name: str,
+    cfg: Any,
+    ds: Any,
+    batch: int,
+    precision: str | None = None,
+    limit: float | None = None,
+) -> Probe:
+    target = build_target(cfg, ds.element_spec, batch, precision=precision, sample=first_of(ds))
+    return compute_probe(name, target, ds, cfg.doctor, limit)
+
+
+class IgnoresBatchSize(Exception):
+    """The run file's pipeline yields batches of another size than pipeline.batch_size."""
+
+
+def _training_at(name: str, cfg: Any, batch: int, limit: float | None = None) -> Probe:
+    """Training with the run file's pipeline and model at another batch size; a pipeline
+    that does not yield batches of that size (it ignores batch_size) gets no such what-if."""
+    big = cfg.model_copy(deep=True)
+    big.pipeline.batch_size = batch
+    ds = make_input_dataset(big, training=True)
+    ds = bounded(ds, lint.read_graph(ds), ram_budget_bytes(cfg)).dataset
+    got = real_batch(ds)
+    if got != batch:
+        raise IgnoresBatchSize(
+            f"the pipeline yields batches of {got} with pipeline.batch_size: {batch} (it "
+            "ignores batch_size), so a larger batch cannot be timed"
+        )
+    ds = repeat_if_finite(ds)
+    target = build_target(big, ds.element_spec, batch, sample=first_of(ds))
+    return train_probe(name, target, ds, cfg.doctor, limit)
+
+
+def real_batch(ds: Any) -> int:
+    """Examples per element of `ds`: the leading dimension of its elements (from the spec
+    when static, else of the first element)."""
+    import tensorflow as tf
+
+    first = tf.nest.flatten(ds.element_spec)[0]
+    shape = getattr(first, "shape", None)
+    if shape is not None and shape.rank and shape[0] is not None:
+        return int(shape[0])
+    return leading_dim(next(iter(ds)))

@@ -1,0 +1,98 @@
+"""What the doctor's rules read: the `Evidence` (the graph, the measured rates and CPU times)
+with what they share of the cost model (a stage's share of the pipeline's time, the pipeline
+without it, the training speedup through cost_model.Costs), the verdict (how input-bound the
+run is) and the host's cores. Nothing here measures: diagnosis/ gathers the evidence.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from tfperf.doctor.evidence.cost_model import Costs
+from tfperf.doctor.evidence.findings import StageTiming
+from tfperf.doctor.graph import lint
+from tfperf.doctor.graph.user_source import UserSource
+
+# The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
+VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
+# The compute-side what-if of the train step compiled with XLA (Evidence.variants' key).
+XLA_VARIANT = "jit_compile=true"
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass
+class Evidence:
+    """What the rules read: the graph and the measured rates (examples/s, medians over
+    repeats)."""
+
+    graph: lint.DatasetGraph
+    pipeline: float  # (a) the pipeline alone
+    compute: float  # (b) the compute limit
+    training: float  # (c) both together
+    input_bound_fraction: float  # of (c)
+    compute_batch: float  # examples per batch of (b)
+    stages: list[StageTiming]
+    variants: dict[str, float]
+    budget: int  # bytes a buffer or cache may hold
+    shuffle_bytes: dict[int, int]  # stage index -> bytes per buffered element
+    cache_candidate: tuple[lint.GraphStage, int, int] | None  # (last stage, elements, bytes)
+    nondeterministic_rate: float | None
+    cores: int = field(default_factory=cpu_count)
+    source: UserSource | None = None  # the user's data.pipeline function, for file:line
+    pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
+    compute_cpu: float = 0.0  # CPU seconds per example of (b)
+    accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
+    # VECTORIZED / PARALLEL -> (examples/s, CPU s per example) of the pipeline alone so
+    # rewritten, when the diagnosis timed it: the cost model reads them, not estimates.
+    rewritten: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The rewrites that every paired repeat timed slower than the pipeline (measure.compare),
+    # twice (rewritten.confirmed_slower): a median of a few short repeats flips on a busy host.
+    slower: set[str] = field(default_factory=set)
+
+    @property
+    def limit(self) -> float:
+        return max(1e-9, min(self.pipeline, self.compute))
+
+    def stage_cost(self, index: int) -> float:
+        for st in self.stages:
+            if st.index == index and st.us_per_example is not None:
+                return st.us_per_example * 1e-6
+        return 0.0
+
+    def share(self, index: int) -> float:
+        """Share of the pipeline's time spent in one stage."""
+        return min(1.0, self.stage_cost(index) * self.pipeline)
+
+    @property
+    def costs(self) -> Costs:
+        return Costs(
+            self.pipeline,
+            self.pipeline_cpu,
+            self.compute,
+            self.compute_cpu,
+            self.cores,
+            self.accelerator,
+        )
+
+    def pipeline_without(self, seconds_per_example: float) -> float:
+        """Pipeline examples/s once `seconds_per_example` of stage time is gone."""
+        return self.costs.pipeline_without(seconds_per_example)
+
+    def cpu_of(self, seconds_per_example: float) -> float:
+        """CPU seconds per example behind `seconds_per_example` of the pipeline's wall time
+        (the pipeline alone keeps `costs.pipeline_cores` cores busy)."""
+        return seconds_per_example * self.costs.pipeline_cores
+
+    def speedup_pipeline(self, new_pipeline: float, cpu_saved: float = 0.0) -> float:
+        """Training after / before with the pipeline at `new_pipeline` examples/s, its work
+        `cpu_saved` CPU seconds per example cheaper (0: the same work, done in parallel)."""
+        c = self.costs
+        return c.gain(c.pipeline_changed(new_pipeline, c.pipeline_cpu - cpu_saved))
+
+    def speedup_compute(self, new_compute: float) -> float:
+        c = self.costs
+        return c.gain(c.compute_changed(new_compute))

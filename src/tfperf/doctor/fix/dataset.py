@@ -1,0 +1,230 @@
+"""`tfperf doctor --fix` on any tf.data.Dataset: the graph rewrites offered as candidates
+(rewrites/: edits.py, io.py, cache.py, vectorize.py), each tried on top of those kept
+(trials.py)
+and kept only if it is measurably faster and one epoch still yields the same examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.fix.predicted import predict
+from tfperf.doctor.fix.runfile import run_file_candidates
+from tfperf.doctor.fix.trials import (
+    FixResult,
+    FixTrial,
+    Skipped,
+    Tick,
+    final_check,
+    run_trial,
+    trial_probe,
+    try_changes,
+)
+from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
+from tfperf.doctor.probes.budget import FIX_CLOCK, Budget
+from tfperf.doctor.probes.budget import fix_clock as _clocked
+from tfperf.doctor.rewrites.cache import cache_work
+from tfperf.doctor.rewrites.edits import (
+    batch_before_map,
+    same_examples,
+    set_deterministic,
+    to_float32,
+    with_options,
+)
+from tfperf.doctor.rewrites.io import CAP_SHUFFLE, cap_shuffles, default_budget, io_candidates
+from tfperf.doctor.rewrites.vectorize import vectorize_maps
+from tfperf.errors import UserError
+
+Rewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
+
+
+def dataset_candidates(
+    graph: lint.DatasetGraph, ds: Any, diag: Diagnosis | None
+) -> list[tuple[str, Rewrite]]:
+    """(name, rewrite(current dataset, its graph) -> new dataset or None). Without a
+    diagnosis (`tfperf.apply_rewrites` replaying kept names) each is offered where it
+    applies: the cache after the deterministic prefix, the float32 cast on float64 outputs."""
+    # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
+    import tensorflow as tf
+
+    def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
+        return (batch_before_map(g, d) or (None,))[0]
+
+    def parallel(d: Any, g: lint.DatasetGraph) -> Any:
+        return None if _options_already_on(d, g) else with_options(d, **_OPTIONS)
+
+    def nondeterministic(d: Any, g: lint.DatasetGraph) -> Any:
+        # No parallel stage keeps its order: the rewrite would change nothing.
+        return set_deterministic(g, d, False) if lint.deterministic_stages(g) else None
+
+    def prefetch(d: Any, g: lint.DatasetGraph) -> Any:
+        return None if _ends_in_autotuned_prefetch(g) else d.prefetch(tf.data.AUTOTUNE)
+
+    def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
+        result = vectorize_maps(g, d)
+        notes = "; ".join(f"{label} stays per-example: {why}" for label, why in result.fallbacks)
+        if result.dataset is None and notes:
+            raise Skipped(notes)
+        if result.dataset is not None:
+            result.dataset.doctor_note = notes
+        return result.dataset
+
+    cands: list[tuple[str, Rewrite]] = [
+        # pfor's vectorized f first; moving f itself after batch is right only when f
+        # happens to take a batch, and is tried on what vectorizing left per-example.
+        ("vectorize per-example maps", vectorized),
+        ("batch before per-example map", batch_first),
+        ("map parallelization + autotune", parallel),
+        ("non-deterministic order", nondeterministic),
+        ("prefetch at the end", prefetch),
+    ]
+    # Graph edits: parallel reads, maps (py_function too) and batch; shuffle cap; cache move.
+    cands += io_candidates(graph)
+    cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
+    if cache is not None or diag is None:
+        # In RAM within the budget; a source shuffle (list_files) moves after the cache.
+        add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
+        cands.append(("cache the deterministic prefix", add_cache))
+    if lint.float64_outputs(graph):
+        cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
+        cands.append(("float32 outputs", cast))
+    return cands
+
+
+# A candidate that would change nothing is not applicable: timing a no-op lets the noise
+# decide, and takes a trial's share of the budget.
+_OPTIONS = {"map_parallelization": True, "autotune": True}
+
+
+def _options_already_on(ds: Any, graph: lint.DatasetGraph) -> bool:
+    """Map parallelization has no sequential map to act on (or is on) and autotune is on."""
+    opts = ds.options()
+    idle = opts.experimental_optimization.map_parallelization or not any(
+        s.op == "MapDataset" for s in graph.stages
+    )
+    return bool(idle) and opts.autotune.enabled is not False
+
+
+def _ends_in_autotuned_prefetch(graph: lint.DatasetGraph) -> bool:
+    last = [s for s in graph.stages if s.kind != "options"][-1:]
+    return bool(last) and last[0].kind == "prefetch" and last[0].buffer_size == lint.AUTOTUNE
+
+
+def fix_dataset(
+    cfg: Any,
+    diag: Diagnosis,
+    ds: Any,
+    *,
+    tick: Tick | None = None,
+    train_changes: bool = True,
+    budget: Budget | None = None,
+) -> FixResult:
+    """The rewrites of `ds` that measurably speed up training with `cfg`'s model, tried in
+    turn, then checked together against `ds`: the result's dataset is `ds` itself when
+    nothing helped. `train_changes` also tries the run file's train.* changes (precision)
+    on the rewritten pipeline. Writes nothing. `budget` bounds the time (none: unbounded).
+    A shuffle buffer or cache beyond the RAM budget is capped first (probes/bounded.py)."""
+    if budget is not None and FIX_CLOCK.get() is None:
+        token = _clocked(budget, 8, cfg.doctor.repeats)  # about 8 candidates and precision
+        try:
+            return fix_dataset(cfg, diag, ds, tick=tick, train_changes=train_changes)
+        finally:
+            FIX_CLOCK.reset(token)
+    tick = tick or (lambda label: None)
+    d = cfg.doctor
+    # A shuffle buffer beyond the RAM budget is cut to it first, kept whatever the timing.
+    ram = ram_budget_bytes(cfg)
+    users_ds, caps = cap_shuffles(lint.read_graph(ds), ds, ram)
+    # The trials time a copy as the diagnosis did: such a buffer holds MEASURE_BUFFER
+    # elements (filled to the budget at every warm-up it would take minutes and GiBs), an
+    # in-memory cache beyond the budget is left out.
+    capped = bounded(ds, lint.read_graph(ds), ram)
+    ds = capped.dataset
+    graph = lint.read_graph(ds)
+    batch = diag.batch_size
+    # The multiset check needs one finite pass without randomness; else it is skipped.
+    random = any(s.is_random for s in graph.stages)
+    checkable = lint.known_cardinality(ds) is not None and not random
+    best_ds, trials, changes = ds, [], []
+    cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE]  # done
+    for name, rewrite in cands:
+
+        def build(name: str = name, rewrite: Rewrite = rewrite, best: Any = best_ds) -> tuple:
+            cand = rewrite(best, lint.read_graph(best))
+            if cand is None:
+                raise Skipped("not applicable")
+            if checkable and not same_examples(ds, cand):
+                raise Skipped("changes the examples")
+            current = trial_probe("best so far", cfg, best, batch)
+            return cand, current, trial_probe(name, cfg, cand, batch)
+
+        better = run_trial(name, name, build, d, tick, trials)
+        if better is not None:
+            best_ds = better
+            changes.append(name)
+    # Precision is a run-file change that applies to any pipeline (the rewritten one here).
+    train_only = [
+        (name, ch)
+        for name, ch in run_file_candidates(cfg, diag)
+        if train_changes and all(k.startswith("train.") for k in ch)
+    ]
+    on_best = lambda c, n: trial_probe(n, c, best_ds, batch)  # noqa: E731
+    best_cfg, kept = try_changes(train_only, cfg, on_best, tick, trials)
+    predicted = predict(trials, diag)
+    optimized = None
+    if changes or kept:
+        optimized = lambda n: trial_probe(n, best_cfg, best_ds, batch)  # noqa: E731
+    original = lambda n: trial_probe(n, cfg, ds, batch)  # noqa: E731
+    outcome = final_check(original, optimized, d, tick, trials)
+    if not outcome.keep:
+        best_ds, changes, kept = ds, [], {}
+    for note in capped.cache_notes:  # timed without it; the user's code keeps it
+        trials.insert(0, FixTrial("cache over budget", note, None, False, "RAM budget"))
+    if caps:  # RAM safety, not speed: kept without a trial (the original cannot run)
+        sizes = "; ".join(str(c) for c in caps)
+        trials.insert(0, FixTrial(CAP_SHUFFLE, CAP_SHUFFLE, None, True, f"RAM budget: {sizes}"))
+        # The user's pipeline gets the buffer capped to the budget, not the timed copy's.
+        best_ds = replay(users_ds, changes, diag, strict=False)
+        changes.insert(0, CAP_SHUFFLE)
+    return FixResult(
+        outcome.before,
+        outcome.after,
+        trials,
+        [],
+        kept,
+        changes,
+        best_ds,
+        outcome.check,
+        predicted=predicted if outcome.keep else None,
+    )
+
+
+def replay(dataset: Any, names: list[str], diag: Diagnosis | None, *, strict: bool = True) -> Any:
+    """`dataset` with the named rewrites applied in order, each on the graph the previous
+    one left (names as `--fix` prints them). One that does not apply is a UserError, or
+    skipped with strict=False."""
+    ds = dataset
+    for name in names:
+        graph = lint.read_graph(ds)
+        known = dict(dataset_candidates(graph, ds, diag))
+        if name not in known:
+            raise UserError(
+                f"tfperf.apply_rewrites: unknown rewrite '{name}'; expected one of "
+                f"{sorted(known)} (the names `tfperf doctor --fix` prints)"
+            )
+        why = "not applicable"
+        try:
+            out = known[name](ds, graph)
+        except Exception as exc:  # noqa: BLE001 - a rewrite that cannot be built here
+            out, why = None, f"{type(exc).__name__}: {str(exc)[:200]}"
+        if out is None and strict:
+            raise UserError(
+                f"tfperf.apply_rewrites: '{name}' does not apply to this dataset ({why}; its "
+                f"stages: {' -> '.join(s.label for s in graph.stages)}); the pipeline "
+                "changed since the doctor kept it: run `tfperf doctor --fix` again"
+            )
+        ds = ds if out is None else out
+    return ds

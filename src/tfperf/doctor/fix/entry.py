@@ -1,0 +1,115 @@
+"""The entry of `tfperf doctor --fix` on a run file: for a data.pipeline function the
+dataset path (dataset.py) and the module applying its kept rewrites; for tfperf's own
+pipeline the run-file changes (runfile.py) tried in turn (trials.py), then the optimized
+run file written with only the changed keys, a header saying what each trial measured. When
+the optimized pipeline is not faster than the original, nothing is kept or written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.fix.dataset import fix_dataset
+from tfperf.doctor.fix.pipeline_file import code_edits, write_optimized_pipeline
+from tfperf.doctor.fix.predicted import predict
+from tfperf.doctor.fix.runfile import run_file_candidates, write_run_file
+from tfperf.doctor.fix.trials import (
+    FixResult,
+    FixTrial,
+    Outcome,
+    Tick,
+    final_check,
+    trial_probe,
+    try_changes,
+)
+from tfperf.doctor.probes.budget import FIX_CLOCK, FIX_SECONDS, Budget
+from tfperf.doctor.probes.budget import fix_clock as _clocked
+from tfperf.inputs.datasets import make_input_dataset
+from tfperf.measure import Probe
+
+
+def fix_pipeline(
+    cfg: Any,
+    diag: Diagnosis,
+    *,
+    out: Path,
+    tick: Tick | None = None,
+    budget: Budget | None = None,
+) -> FixResult:
+    """Tries each candidate change, keeps those that help and writes them: the run file
+    with only the changed keys (comments kept) and, for a data.pipeline function, the
+    module applying the kept rewrites to it (pipeline_file.py). Nothing kept: nothing
+    written. `budget` bounds the time (FIX_SECONDS by default)."""
+    tick = tick or (lambda label: None)
+    budget = budget or Budget(FIX_SECONDS)
+    if cfg.data.pipeline:
+        ds = make_input_dataset(cfg, training=True)
+        result = fix_dataset(cfg, diag, ds, tick=tick, budget=budget)
+        header = _yaml_header(result.trials, _outcome_of(result))
+        result.code_edits = code_edits(cfg, result.pipeline_changes)
+        result.written = write_optimized_pipeline(cfg, result, out, header)
+        return result
+    cands = run_file_candidates(cfg, diag)
+    token = _clocked(budget, len(cands), cfg.doctor.repeats)
+    try:
+        return _fix_run_file(cfg, diag, out, tick, cands)
+    finally:
+        FIX_CLOCK.reset(token)
+
+
+def _fix_run_file(
+    cfg: Any, diag: Diagnosis, out: Path, tick: Tick, cands: list[tuple[str, dict[str, Any]]]
+) -> FixResult:
+    def probe(c: Any, name: str) -> Probe:
+        return trial_probe(name, c, make_input_dataset(c, training=True), c.pipeline.batch_size)
+
+    trials: list[FixTrial] = []
+    best_cfg, kept = try_changes(cands, cfg, probe, tick, trials)
+    predicted = predict(trials, diag)
+    optimized = (lambda n: probe(best_cfg, n)) if kept else None
+    outcome = final_check(lambda n: probe(cfg, n), optimized, cfg.doctor, tick, trials)
+    if not outcome.keep:
+        best_cfg, kept = cfg, {}
+    written = []
+    if kept:  # nothing kept: nothing written (the report says so)
+        write_run_file(cfg, kept, out, _yaml_header(trials, outcome))
+        written.append(str(out))
+    return FixResult(
+        outcome.before,
+        outcome.after,
+        trials,
+        written,
+        run_file_changes=kept,
+        check=outcome.check,
+        predicted=predicted if outcome.keep else None,
+    )
+
+
+def _yaml_header(trials: list[FixTrial], outcome: Outcome) -> str:
+    lines = [f"# written by `tfperf doctor --fix`: training {_summary(outcome)}"]
+    for t in trials:
+        numbers = t.reason  # not timed: failed or not applicable
+        if t.ratio is not None:
+            numbers = f"{t.examples_per_s:,.0f} ex/s, {_ratio(t)} of the best so far"
+        lines.append(f"#   {'kept' if t.kept else 'not kept'}: {t.change} ({numbers})")
+    return "\n".join(lines) + "\n"
+
+
+def _outcome_of(result: FixResult) -> Outcome:
+    kept = bool(result.pipeline_changes or result.run_file_changes)
+    return Outcome(result.before, result.after, result.check, kept)
+
+
+def _ratio(t: FixTrial) -> str:
+    return "-" if t.ratio is None else f"{t.ratio:.2f}x ({t.low:.2f}-{t.high:.2f})"
+
+
+def _summary(outcome: Outcome) -> str:
+    text = f"{outcome.before:,.0f} -> {outcome.after:,.0f} examples/s"
+    c = outcome.check
+    if c is None:
+        return text + " (no change kept)"
+    kept = "" if outcome.keep else "; not faster, nothing kept"
+    return text + f" ({c.ratio:.2f}x, paired {c.low:.2f}-{c.high:.2f}{kept})"

@@ -1,0 +1,200 @@
+"""What `tfperf doctor --fix` writes for a `data.pipeline: module:function` run file:
+RUNFILE.optimized.py, a `make_dataset(**kwargs)` that calls the user's function and applies
+the kept rewrites through `tfperf.apply_rewrites`, and RUNFILE.optimized.yaml, the original
+run file pointing data.pipeline at it; plus each kept rewrite as an edit of the user's own
+code (file and line: graph/user_source.py). Nothing is timed here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tfperf.doctor.fix.runfile import write_run_file
+from tfperf.doctor.graph.user_source import user_source
+from tfperf.util.files import write_text_atomic
+
+_MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
+
+Training {summary}. It calls your pipeline {spec} and applies the rewrites the doctor
+kept (each measured faster with your model in paired repeats and checked to yield the
+same examples), in training only: evaluation reads your pipeline as it is. The same
+changes as edits of your own code:
+{edits}
+To train on your pipeline as it was, point data.pipeline back at {spec}.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import tfperf
+from tfperf.util.imports import load_object
+
+# The rewrites kept, in the order they were tried (names as `tfperf doctor --fix` prints).
+KEPT = {kept}
+
+# {spec} is looked up from the original run file's folder, as the run file did.
+user_pipeline = load_object(
+    {spec!r}, field="data.pipeline", search_dir=str(Path(__file__).parent / {home!r})
+)
+
+
+def make_dataset(**kwargs: Any) -> Any:
+    """{spec} called with the arguments it declares, then the kept rewrites (training)."""
+    training = kwargs.get("training", True)
+    params = inspect.signature(user_pipeline).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        kwargs = {{k: v for k, v in kwargs.items() if k in params}}
+    ds = user_pipeline(**kwargs)
+    return tfperf.apply_rewrites(ds, KEPT) if training else ds
+'''
+
+
+def optimized_paths(out: Path) -> tuple[Path, Path]:
+    """(RUNFILE.optimized.yaml, RUNFILE.optimized.py) for the run file's `out`."""
+    out = Path(out)
+    return out, out.with_suffix(".py")
+
+
+def write_optimized_pipeline(cfg: Any, result: Any, out: Path, header: str) -> list[str]:
+    """Writes what --fix kept for a data.pipeline run file (`result`: a FixResult) and
+    returns the paths written: the module and the run file pointing at it when a rewrite
+    was kept, the run file alone for train.* changes only, nothing when nothing was kept."""
+    yaml_path, py_path = optimized_paths(out)
+    changes = dict(result.run_file_changes)
+    written = []
+    if result.pipeline_changes:
+        home = os.path.relpath(_run_file_folder(cfg), py_path.resolve().parent)
+        text = _MODULE.format(
+            source=Path(cfg.source).name if cfg.source else "a run file built in memory",
+            summary=header.splitlines()[0].split("training ", 1)[-1],
+            spec=cfg.data.pipeline,
+            edits="\n".join(f"  - {e}" for e in result.code_edits) or "  (none found)",
+            kept=repr(list(result.pipeline_changes)),
+            home=home,
+        )
+        py_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(py_path, text)
+        written.append(str(py_path))
+        changes["data.pipeline"] = f"{py_path.name}:make_dataset"
+    if changes:
+        write_run_file(cfg, changes, yaml_path, header)
+        written.append(str(yaml_path))
+    return written
+
+
+def _run_file_folder(cfg: Any) -> Path:
+    return Path(cfg.source).resolve().parent if cfg.source else Path.cwd()
+
+
+# ---- each kept rewrite as an edit of the user's code ---------------------------------------
+def code_edits(cfg: Any, kept: list[str]) -> list[str]:
+    """'file:line: what to change' for each kept rewrite of the user's data.pipeline
+    function (the function's own lines when `inspect` finds its source)."""
+    if not kept:
+        return []
+    src = user_source(cfg)
+    if src is None:
+        return [f"{name}: {_EDITS[_edit_kind(name)]}" for name in kept]
+    return [_edit(name, src.file, src.lines, src.start) for name in kept]
+
+
+# What each kind of rewrite means in tf.data code.
+_EDITS = {
+    "vectorize": "batch first, then map a function that takes the whole batch "
+    "(tf.io.parse_example instead of tf.io.parse_single_example, batched ops)",
+    "batch_move": "move this map after .batch() (its function already works on a whole "
+    "batch: the same ops, once per batch)",
+    "parallel": "pass num_parallel_calls=tf.data.AUTOTUNE to each map and interleave",
+    "order": "set options = tf.data.Options(); options.deterministic = False; "
+    "ds = ds.with_options(options) (training order no longer fixed)",
+    "prefetch": "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
+    "cache": "add .cache() after the last deterministic stage (before shuffle, repeat and "
+    "random augmentation); a source shuffled first (list_files shuffles by default) is "
+    "shuffled after the cache instead: list_files(..., shuffle=False), then "
+    ".map(...).cache().shuffle(number of elements)",
+    "float32": "cast float64 outputs to float32 (tf.cast(x, tf.float32)) in the last map",
+    "reads": "read several files at once: files.interleave(tf.data.TFRecordDataset, "
+    "cycle_length=min(files, 16), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
+    "batch": "pass num_parallel_calls=tf.data.AUTOTUNE to .batch()",
+    "shuffle": "pass .shuffle() a buffer_size the RAM budget holds (the sizes --fix printed)",
+    "other": "apply it where the pipeline is built",
+}
+
+
+def _edit_kind(name: str) -> str:
+    n = name.lower()
+    if "batch before" in n:  # the one map right before the batch
+        return "batch_move"
+    if "vectoriz" in n:
+        return "vectorize"
+    for key, kind in (
+        ("file reads", "reads"),  # before "parallel": these names contain it too
+        ("parallel batch", "batch"),
+        ("shuffle", "shuffle"),
+        ("parallel", "parallel"),
+        ("cache", "cache"),  # before "determin": "cache the deterministic prefix"
+        ("determin", "order"),
+        ("prefetch", "prefetch"),
+        ("float32", "float32"),
+    ):
+        if key in n:
+            return kind
+    return "other"
+
+
+def _edit(name: str, where: str, lines: list[str], start: int) -> str:
+    """'name: file:line: change' with the line of the user's function it concerns."""
+    kind = _edit_kind(name)
+    code = [line.split("#")[0] for line in lines]
+    at = _line_of(kind, code)
+    line = start + (at if at is not None else 0)
+    text = _EDITS[kind]
+    if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
+        text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
+    return f"{name}: {where}:{line}: {text}"
+
+
+_KERAS_CACHE = (
+    "cache Keras' decoded images: image_dataset_from_directory(..., shuffle=False), then "
+    ".unbatch().cache().shuffle(number of images).batch(batch_size) (each file read and "
+    "decoded once, every epoch reshuffled)"
+)
+
+
+# The call a kind of change edits, for kinds whose line is that call's.
+_CALLS = {
+    "reads": ("TFRecordDataset(", ".interleave("),
+    "batch": (".batch(",),
+    "shuffle": (".shuffle(",),
+}
+
+
+def _line_of(kind: str, code: list[str]) -> int | None:
+    """Index of the line a kind of change concerns, in the function's source lines."""
+    maps = [i for i, c in enumerate(code) if ".map(" in c or ".interleave(" in c]
+    batches = [i for i, c in enumerate(code) if ".batch(" in c]
+    returns = [i for i, c in enumerate(code) if c.strip().startswith("return")]
+    if kind in ("vectorize", "batch_move"):
+        before = [i for i in maps if batches and i <= batches[0]]
+        first_or_last = 0 if kind == "vectorize" else -1
+        return before[first_or_last] if before else (maps[0] if maps else None)
+    if kind == "parallel":
+        slow = [i for i in maps if "num_parallel_calls" not in code[i]]
+        return slow[0] if slow else (maps[0] if maps else None)
+    if kind == "cache":
+        shuffles = [
+            i
+            for i, c in enumerate(code)
+            if any(k in c for k in (".shuffle(", ".repeat(", "list_files("))
+        ]
+        return shuffles[0] if shuffles else (returns[-1] if returns else None)
+    if kind == "float32" and maps:
+        return maps[-1]
+    hits = [i for i, c in enumerate(code) if any(k in c for k in _CALLS.get(kind, ()))]
+    if hits:
+        return hits[0]
+    return returns[-1] if returns else None

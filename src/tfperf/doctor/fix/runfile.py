@@ -1,0 +1,159 @@
+"""Run-file changes for `tfperf doctor --fix`: which settings are worth trying for a
+diagnosis, a run file with some of them applied, and the optimized run file written where
+it goes: the original's text with only the changed keys set (comments and order kept, by
+ruamel.yaml's round trip) and its relative paths rewritten to name the same files from
+there. Nothing is timed here; entry.py tries the changes."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfperf.config import config_from_dict, dump_config
+from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.util.files import write_text_atomic
+
+# Run-file keys that hold paths relative to the run file's folder (see RunConfig.resolve).
+PATH_KEYS = (
+    "data.dir",
+    "train.out_dir",
+    "train.init_from",
+    "train.cluster",
+    "pipeline.cache_records",
+    "pipeline.cache_preprocessed",
+)
+
+
+def default_output(runfile: str | None, cfg: Any) -> Path:
+    """RUNFILE.optimized.yaml next to the run file, or ./doctor.optimized.yaml."""
+    if runfile:
+        return Path(runfile).with_suffix(".optimized.yaml")
+    return Path("doctor.optimized.yaml")
+
+
+def relocate_paths(cfg: Any, out: Path) -> Any:
+    """A copy of `cfg` whose relative paths name the same files from `out`'s folder: they
+    were relative to cfg.source's folder (the working directory for a run file built in
+    memory), now they are relative to where the optimized run file is written; absolute
+    when the two folders share nothing but the file system's root."""
+    base = Path(cfg.source).parent if cfg.source else Path.cwd()
+    folder = Path(out).resolve().parent
+    new = cfg.model_copy(deep=True)
+    for key in PATH_KEYS:
+        section, name = key.split(".")
+        value = getattr(getattr(new, section), name)
+        if not isinstance(value, str) or not value or Path(value).is_absolute():
+            continue  # unset, a flag (cache in RAM), or already absolute
+        target = (base / value).resolve()
+        try:
+            shared = Path(os.path.commonpath([target, folder]))
+            moved = (
+                str(target) if shared == Path(shared.anchor) else os.path.relpath(target, folder)
+            )
+        except ValueError:  # another drive (Windows): only an absolute path works
+            moved = str(target)
+        setattr(getattr(new, section), name, moved)
+    new.source = cfg.source
+    return new
+
+
+def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, Any]]]:
+    """(name, {dotted key: value}) run-file changes worth trying, most promising first."""
+    p = cfg.pipeline
+    codes = [f.code for f in diag.findings]
+    cands: list[tuple[str, dict[str, Any]]] = []
+    if cfg.workload and cfg.data.variant == "original":
+        cands.append(("tuned pipeline", {"data.variant": "tuned"}))
+    if p.parse != "batched":
+        cands.append(("batched parse", {"pipeline.parse": "batched"}))
+    if p.preprocess_parallelism != "auto":
+        cands.append(("parallel preprocessing", {"pipeline.preprocess_parallelism": "auto"}))
+    if p.read_parallelism != "auto" or p.interleave_cycle != "auto":
+        reads = {"pipeline.read_parallelism": "auto", "pipeline.interleave_cycle": "auto"}
+        cands.append(("parallel reads", reads))
+    if p.prefetch != "auto":
+        cands.append(("prefetch", {"pipeline.prefetch": "auto"}))
+    if p.deterministic is not False:
+        cands.append(("non-deterministic order", {"pipeline.deterministic": False}))
+    if not p.cache_records:
+        cands.append(("cache records", {"pipeline.cache_records": True}))
+    if not p.cache_preprocessed and "no_cache" in codes:
+        cands.append(("cache preprocessed", {"pipeline.cache_preprocessed": True}))
+    for f in diag.findings:
+        if f.code == "precision":
+            best = f.change.split(":", 1)[1].split()[0]
+            cands.append((f"precision {best}", {"train.precision": best}))
+        if f.code == "xla":  # the same results up to rounding: tried like a pipeline change
+            cands.append(("XLA", {"train.jit_compile": True}))
+        if f.code == "small_batch":
+            cands.append(("larger batch", {"pipeline.batch_size": diag.batch_size * 4}))
+    return cands
+
+
+def apply_changes(cfg: Any, changes: dict[str, Any]) -> Any:
+    """A copy of `cfg` with the dotted keys of `changes` set (validated as a run file)."""
+    data = cfg.model_dump(mode="json", exclude={"source"})
+    new = config_from_dict(data, [f"{k}={_yaml(v)}" for k, v in changes.items()])
+    new.source = cfg.source
+    return new
+
+
+def _yaml(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def describe_changes(changes: dict[str, Any]) -> str:
+    """'pipeline.parse: batched, pipeline.prefetch: auto'."""
+    return ", ".join(f"{k}: {v}" for k, v in changes.items())
+
+
+def write_run_file(cfg: Any, changes: dict[str, Any], out: Path, header: str) -> None:
+    """`header` then cfg's run file with the dotted keys of `changes` set and its relative
+    paths relocated to `out`'s folder; everything else (comments, order, keys left at their
+    defaults) as the user wrote it. A run file built in memory is written in full."""
+    relocated = relocate_paths(cfg, out)
+    moves = {
+        key: _get(relocated, key)
+        for key in PATH_KEYS
+        if _get(relocated, key) != _get(cfg, key) and key not in changes
+    }
+    if cfg.source and Path(cfg.source).is_file():
+        text = edit_yaml(Path(cfg.source).read_text(), {**changes, **moves})
+        given = sorted(set(cfg._overrides.values()))
+        if given:  # the file is the user's text: what --set changed for this run is not in it
+            header += f"#   not included: --set {' --set '.join(given)}\n"
+    else:
+        text = dump_config(relocate_paths(apply_changes(cfg, changes), out))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, header + text)
+
+
+def _get(cfg: Any, key: str) -> Any:
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def edit_yaml(text: str, changes: dict[str, Any]) -> str:
+    """YAML `text` with each dotted key of `changes` set (sections made when missing),
+    comments, key order and quoting kept."""
+    from ruamel.yaml import YAML  # the round trip is only needed when writing
+
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.width = 4096  # a long path stays on its line
+    data = rt.load(text) or {}
+    for key, value in changes.items():
+        *sections, name = key.split(".")
+        node = data
+        for part in sections:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[name] = value
+    buf = io.StringIO()
+    rt.dump(data, buf)
+    return buf.getvalue()

@@ -1,0 +1,224 @@
+"""One trial of `tfperf doctor --fix` and what the trials add up to: a candidate change
+timed against the best pipeline so far with the real train step, in paired, interleaved
+repeats (`tfperf.measure.side_by_side`), and kept only when `compare()` calls it faster;
+the optimized pipeline's final check against the original. Both fix paths (the run file's,
+entry.py; any dataset's, dataset.py) run their candidates through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfperf.doctor.fix.runfile import apply_changes, describe_changes
+from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
+from tfperf.doctor.probes.target import build_target, train_probe
+from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
+from tfperf.train.run_input import first_of
+
+# A change must make training this much faster, in every pair of repeats (noise margin).
+MIN_GAIN = 0.05
+Tick = Callable[[str], None]
+
+
+@dataclass
+class FixTrial:
+    """One candidate change: its training examples/s against the best so far, paired."""
+
+    name: str
+    change: str
+    examples_per_s: float | None  # the candidate's median (None: it did not run)
+    kept: bool
+    reason: str = ""
+    ratio: float | None = None  # measured: candidate / best so far, median paired ratio
+    low: float | None = None  # their spread
+    high: float | None = None
+    predicted: float | None = None  # the gain the diagnosis expected (its findings' model)
+    findings: list[str] = field(default_factory=list)  # codes of the findings it acts on
+
+
+@dataclass
+class FixResult:
+    """Before/after of --fix: each candidate tried, and what was written."""
+
+    before: float
+    after: float
+    trials: list[FixTrial]
+    written: list[str]
+    run_file_changes: dict[str, Any] = field(default_factory=dict)
+    pipeline_changes: list[str] = field(default_factory=list)
+    dataset: Any = None  # the fixed dataset (other datasets), for callers and tests
+    check: Comparison | None = None  # the optimized pipeline against the original, paired
+    code_edits: list[str] = field(default_factory=list)  # each kept rewrite as a code edit
+    predicted: float | None = None  # the cost model's gain for the kept changes together
+
+    @property
+    def speedup(self) -> float:
+        return self.check.ratio if self.check is not None and self.check.faster else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "before_examples_per_s": round(self.before, 1),
+            "after_examples_per_s": round(self.after, 1),
+            "speedup": round(self.speedup, 3),
+            "predicted_speedup": self.predicted,
+            "check": self.check.to_dict() if self.check is not None else None,
+            "trials": [asdict(t) for t in self.trials],
+            "run_file_changes": self.run_file_changes,
+            "pipeline_changes": self.pipeline_changes,
+            "code_edits": self.code_edits,
+            "written": self.written,
+        }
+
+    def to_html(self, path: str | Path) -> Path:
+        """Writes the trials (kept or not, paired ratio and range, predicted gain) as one
+        self-contained HTML file. Returns the path."""
+        from tfperf.runreport.page import write_doctor_report
+
+        return write_doctor_report(path, fix=self.to_dict())
+
+
+# ---- timing a candidate against the current pipeline -------------------------------------
+def trial_probe(name: str, cfg: Any, ds: Any, batch: int) -> Probe:
+    """Training on `ds` with `cfg`'s model and precision: a fresh target per variant."""
+    ds = repeat_if_finite(ds)
+    clock = FIX_CLOCK.get()
+    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
+    return train_probe(name, target, ds, cfg.doctor, clock.limit if clock else None)
+
+
+def _pair(
+    current: Probe, candidate: Probe, d: Any, tick: Tick, seconds: float | None = None
+) -> tuple[Measurement, Measurement, Comparison]:
+    """Both side by side (no new round after `seconds`): their measurements and how the
+    candidate compares."""
+    clock = FIX_CLOCK.get()
+    if clock is not None:  # shown on the progress display, kept for Ctrl-C
+        current = clock.budget.watch(current, required=True)
+        candidate = clock.budget.watch(candidate, required=True)
+    # One pair never decides (compare), so at least two repeats whatever doctor.repeats says.
+    m = side_by_side(
+        [current, candidate],
+        repeats=max(2, d.repeats),
+        on_run=lambda name, _: tick(name),
+        time_limit=seconds,
+        min_repeats=2,
+    )
+    a, b = m[current.name], m[candidate.name]
+    return a, b, compare(a, b, min_gain=MIN_GAIN)
+
+
+def cause(exc: Exception) -> str:
+    """The line of an error that says what went wrong: TensorFlow's runtime errors start
+    with "Graph execution error:" and a Python traceback of where the op was defined."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    noise = ("[[", "File ", "<", "Graph execution error", "Detected at node", "defined at")
+    said = [ln for ln in lines if not ln.startswith(noise)]
+    return said[-1] if said else (lines[0] if lines else "")
+
+
+class Skipped(Exception):
+    """A candidate that is not tried: not applicable, or it changes the examples."""
+
+
+def run_trial(
+    name: str,
+    change: str,
+    build: Callable[[], tuple[Any, Probe, Probe]],
+    d: Any,
+    tick: Tick,
+    trials: list[FixTrial],
+) -> Any:
+    """One trial, recorded in `trials`: `build()` gives the candidate and the probes of the
+    current pipeline and of the candidate, which run side by side. Returns the candidate
+    when it is faster, else None (a candidate that fails is reported, not kept)."""
+    clock = FIX_CLOCK.get()
+    seconds = clock.next_trial() if clock is not None else None
+    if clock is not None and seconds is None:
+        trials.append(FixTrial(name, change, None, False, NOT_MEASURED))
+        return None
+    try:
+        cand, current, candidate = build()
+        _, m, c = _pair(current, candidate, d, tick, seconds)
+    except Skipped as why:
+        trials.append(FixTrial(name, change, None, False, str(why)))
+        return None
+    except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
+        why = f"{type(exc).__name__}: {cause(exc)[:160]}"
+        trials.append(FixTrial(name, change, None, False, why))
+        return None
+    reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
+    # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).
+    reason += f"; {cand.doctor_note}" if getattr(cand, "doctor_note", "") else ""
+    median = m.examples_per_s.median
+    trials.append(FixTrial(name, change, median, c.faster, reason, c.ratio, c.low, c.high))
+    return cand if c.faster else None
+
+
+@dataclass
+class Outcome:
+    """Original against optimized, side by side: the numbers FixResult reports."""
+
+    before: float
+    after: float
+    check: Comparison | None
+    keep: bool
+
+
+def final_check(
+    original: Callable[[str], Probe],
+    optimized: Callable[[str], Probe] | None,
+    d: Any,
+    tick: Tick,
+    trials: list[FixTrial],
+) -> Outcome:
+    """The optimized pipeline against the original (`optimized` None: nothing was kept, the
+    original is timed alone). When it is not faster, the kept trials are marked dropped."""
+    clock = FIX_CLOCK.get()
+    if optimized is None:
+        # Only the number to report: within what is left of the budget (one repeat at least).
+        left = clock.budget.left() if clock is not None else None
+        on_run = lambda n, _: tick(n)  # noqa: E731
+        probe = original("original")
+        alone = side_by_side([probe], repeats=d.repeats, on_run=on_run, time_limit=left)
+        rate = alone[probe.name].examples_per_s.median
+        return Outcome(rate, rate, None, False)
+    # The check always runs: without it nothing is kept (never slower than the original).
+    seconds = max(MIN_TRIAL_SECONDS, clock.budget.left()) if clock is not None else None
+    a, b, check = _pair(original("original"), optimized("optimized"), d, tick, seconds)
+    before = a.examples_per_s.median
+    if check.faster:
+        return Outcome(before, b.examples_per_s.median, check, True)
+    for t in trials:
+        if t.kept:
+            t.kept = False
+            t.reason += (
+                f"; dropped: together {check.ratio:.2f}x ({check.low:.2f}-{check.high:.2f}) "
+                "of the original"
+            )
+    return Outcome(before, before, check, False)
+
+
+def try_changes(
+    cands: list[tuple[str, dict[str, Any]]],
+    cfg: Any,
+    probe: Callable[[Any, str], Probe],
+    tick: Tick,
+    trials: list[FixTrial],
+) -> tuple[Any, dict[str, Any]]:
+    """Run-file changes tried in turn on top of those kept, each against the best run file
+    so far (`probe(run file, name)` times training with it): the best and what it changed."""
+    best, kept = cfg, {}
+    for name, changes in cands:
+
+        def build(name: str = name, changes: dict = changes, best: Any = best) -> tuple:
+            cand = apply_changes(best, changes)
+            return cand, probe(best, "best so far"), probe(cand, name)
+
+        better = run_trial(name, describe_changes(changes), build, cfg.doctor, tick, trials)
+        if better is not None:
+            best = better
+            kept.update(changes)
+    return best, kept

@@ -1,0 +1,175 @@
+"""Keeps the doctor within the RAM budget: a shuffle buffer or in-memory cache that the graph
+shows to be larger than the budget is never filled. The doctor times a capped copy instead
+(GraphDef edit: the buffer cut to what fits, the cache left out) and names the original.
+
+It times nothing: diagnosis/ measures the copy, rules/ram.py words the shuffle finding.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tfperf.data.pipeline_sizes import plan_shuffle_buffer
+from tfperf.doctor.evidence.findings import Finding
+from tfperf.doctor.graph import lint
+
+# An over-budget buffer is measured with at most this many elements: a shuffle's steady
+# rate does not depend on its size, and every probe refills it in its untimed warm-up.
+MEASURE_BUFFER = 10_000
+
+
+@dataclass
+class Bounded:
+    """The dataset to time, its graph, and what was capped to get it."""
+
+    dataset: Any
+    graph: lint.DatasetGraph  # stages of the original (labels), GraphDef of the copy
+    bytes_in: dict[int, int] = field(default_factory=dict)  # stage index -> B per element in
+    capped: dict[int, int] = field(default_factory=dict)  # shuffle stage -> measured buffer
+    oversize_caches: list[tuple[lint.GraphStage, int | None, int]] = field(default_factory=list)
+
+    @property
+    def cache_notes(self) -> list[str]:
+        return [
+            f"{st.label}: timed without the cache (it would outgrow the RAM budget)"
+            for st, _, _ in self.oversize_caches
+        ]
+
+    @property
+    def notes(self) -> list[str]:
+        out = [
+            f"{st.label}: timed with a buffer of {self.capped[st.index]:,} elements (the "
+            "requested one does not fit the RAM budget)"
+            for st in self.graph.stages
+            if st.index in self.capped
+        ]
+        out += self.cache_notes
+        return out
+
+
+def element_bytes(element: Any) -> int:
+    """Bytes held by one element (strings by their length)."""
+    # TensorFlow is imported on first use so that `tfperf --help` stays fast.
+    import numpy as np
+    import tensorflow as tf
+
+    total = 0
+    for t in tf.nest.flatten(element):
+        value = np.asarray(t.numpy() if hasattr(t, "numpy") else t)
+        if value.dtype == object:
+            total += sum(len(v) for v in np.ravel(value)) + 8 * value.size
+        else:
+            total += value.nbytes
+    return total
+
+
+def mean_bytes(ds: Any, n: int = 4) -> int:
+    """Mean bytes of the first `n` elements of `ds`."""
+    elems = list(ds.take(n))
+    return int(sum(element_bytes(e) for e in elems) / max(1, len(elems)))
+
+
+def ram_budget_bytes(cfg: Any) -> int:
+    """The RAM a buffer or cache may use: the run file's budget, at most half the free RAM."""
+    return int(min(cfg.pipeline.shuffle_ram_mb * 2**20, psutil.virtual_memory().available / 2))
+
+
+def _memory_cache(graph_def: Any, stage: lint.GraphStage) -> bool:
+    nodes = {n.name: n for n in graph_def.node}
+    node = nodes[stage.name]
+    name = lint.const_value(nodes, node.input[1]) if len(node.input) > 1 else None
+    return name is not None and not bytes(name.item() if hasattr(name, "item") else name)
+
+
+def _set_buffer(graph_def: Any, stage: lint.GraphStage, size: int) -> None:
+    """Points the shuffle's buffer_size at a new constant (the old one may be shared)."""
+    import tensorflow as tf
+    from tensorflow.core.framework import node_def_pb2
+
+    const = node_def_pb2.NodeDef(name=f"{stage.name}/tfperf_capped_buffer", op="Const")
+    const.attr["dtype"].type = tf.int64.as_datatype_enum
+    const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(size, tf.int64))
+    graph_def.node.append(const)
+    node = next(n for n in graph_def.node if n.name == stage.name)
+    node.input[1] = const.name
+
+
+def _bypass(graph_def: Any, stage: lint.GraphStage) -> None:
+    """Feeds the cache's consumers from its input: the copy runs without the cache."""
+    node = next(n for n in graph_def.node if n.name == stage.name)
+    for n in graph_def.node:
+        for i, ref in enumerate(n.input):
+            if ref.split(":")[0] == stage.name and not ref.startswith("^"):
+                n.input[i] = node.input[0]
+
+
+def _prefix_before(graph: lint.DatasetGraph, st: lint.GraphStage) -> Any:
+    return lint.prefix_dataset(graph, graph.stages[st.index - 1])
+
+
+def bounded(ds: Any, graph: lint.DatasetGraph, budget: int) -> Bounded:
+    """`ds` as the doctor may time it: every shuffle buffer over `budget` bytes capped (at
+    most MEASURE_BUFFER elements) and every in-memory cache whose epoch outgrows `budget`
+    left out. Stages are handled source first, so a size is read from an already capped
+    prefix: no buffer is ever filled beyond the budget."""
+    g = copy.deepcopy(graph.graph_def)
+    work = lint.DatasetGraph(g, graph.stages, graph.element_spec, graph.deterministic_option)
+    out = Bounded(ds, work)
+    for st in graph.stages:
+        if st.index == 0 or st.kind not in ("shuffle", "cache"):
+            continue
+        before = _prefix_before(work, st)
+        per = mean_bytes(before)
+        out.bytes_in[st.index] = per
+        if st.kind == "shuffle" and st.buffer_size and st.buffer_size > 0:
+            plan = plan_shuffle_buffer(st.buffer_size, per, budget / 2**20)
+            if plan.granted < plan.requested:
+                out.capped[st.index] = max(1, min(plan.granted, MEASURE_BUFFER))
+                _set_buffer(g, st, out.capped[st.index])
+        elif st.kind == "cache" and _memory_cache(g, st):
+            n = lint.known_cardinality(before)
+            infinite = _infinite(before)
+            if infinite or (n is not None and n * per > budget):
+                out.oversize_caches.append((st, None if infinite else n, per))
+                _bypass(g, st)
+    if out.capped or out.oversize_caches:
+        out.dataset = lint.rebuild(g, ds.element_spec)
+    # A cache left out is not a stage of the copy: its prefix is not timed (it would fill).
+    gone = {st.index for st, _, _ in out.oversize_caches}
+    out.graph.stages = [st for st in graph.stages if st.index not in gone]
+    return out
+
+
+def _infinite(ds: Any) -> bool:
+    import tensorflow as tf
+
+    return int(tf.data.experimental.cardinality(ds)) == tf.data.INFINITE_CARDINALITY
+
+
+def cache_findings(b: Bounded, budget: int) -> list[Finding]:
+    """A RAM risk per in-memory cache that would outgrow the budget."""
+    out = []
+    for st, n, per in b.oversize_caches:
+        held = "elements without end (it caches an infinite dataset)"
+        if n is not None:
+            held = f"{n:,} elements x {per:,} B = {n * per / 2**20:,.1f} MiB"
+        out.append(
+            Finding(
+                "cache_over_budget",
+                "in-memory cache larger than the RAM budget",
+                st.label,
+                f"{st.label} holds {held}; budget {budget / 2**20:,.1f} MiB "
+                "(pipeline.shuffle_ram_mb, at most half the free RAM)",
+                "cache to a file (.cache('/fast/disk/cache')), cache an earlier, smaller "
+                "stage (before decoding or resizing), or drop the cache",
+                "no swapping or out-of-memory kill in the first epoch",
+                None,
+                "risk",
+                st.index,
+            )
+        )
+    return out

@@ -1,0 +1,136 @@
+"""What the doctor times, on the shared measuring core `tfperf.measure`: the run file's model
+behind tfperf's compiled train step (`StepTarget`), and the three kinds of probes sized by
+the run file's `doctor` section (each repeat: `warmup` untimed steps, then at least `steps`
+steps and `min_seconds`): a pipeline alone, the compute limit, training.
+
+It builds probes and runs nothing; diagnosis/ and fix/ run them side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.measure import Probe, StepRunner, cached_batch, pipeline_probe, training_probe
+
+
+@dataclass
+class StepTarget:
+    """A model, optimizer and the real compiled multi-step train function, built once."""
+
+    model: Any
+    train_step: Any  # tfperf.train.step.TrainStep
+    precision: str
+    batch: int
+
+    @property
+    def run_steps(self) -> StepRunner:
+        """`n` train steps from an iterator; the seconds they waited for input."""
+        step = self.train_step
+        # Reading the result waits for the compiled call to finish.
+        return lambda it, n: float(step(it, n)["wait_s"])
+
+
+def on_accelerator() -> bool:
+    """Whether the model's step runs on a GPU (or TPU) rather than on the host's CPU cores:
+    the cost model then lets input and model overlap without sharing cores."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+def build_target(
+    cfg: Any,
+    element_spec: Any,
+    batch: int,
+    precision: str | None = None,
+    sample: Callable[[], Any] | None = None,
+) -> StepTarget:
+    """The run file's model and loss behind tfperf's TrainStep, under `precision`;
+    `sample()` gives a real batch of the timed dataset (run_input.first_of)."""
+    # TensorFlow and the train loop are imported on first use so that `tfperf --help`
+    # stays fast.
+    import keras
+    import tensorflow as tf
+
+    from tfperf.train.setup import build_train_parts
+    from tfperf.train.strategy import StrategyInfo
+
+    if not isinstance(element_spec, tuple) or len(element_spec) not in (2, 3):
+        raise UserError(
+            "data.pipeline: the doctor trains on (features, labels) batches; the dataset "
+            f"yields {element_spec}"
+        )
+    policy = precision or (cfg.train.precision if cfg.train.precision != "auto" else "float32")
+    before = keras.config.dtype_policy()
+    try:
+        info = StrategyInfo(tf.distribute.get_strategy(), "one_device", 1)
+        parts = build_train_parts(
+            cfg, info, policy, element_spec, None, metrics=False, sample=sample
+        )
+    finally:
+        keras.config.set_dtype_policy(before)
+    return StepTarget(parts.model, parts.train_step, policy, batch)
+
+
+def dataset_probe(
+    name: str,
+    ds: Any,
+    d: Any,
+    batch_size: int | None = None,
+    time_limit: float | None = None,
+) -> Probe:
+    """The pipeline alone; with `batch_size` its elements are single examples, batched here
+    so that each pull is one batch as in training. `time_limit`: seconds per repeat."""
+    if batch_size:
+        ds = _batch_any(ds, batch_size)
+    # Under a time limit the batches are pulled in quarters, so that the limit can bite.
+    chunk = d.steps if time_limit is None else max(1, d.steps // 4)
+    return pipeline_probe(
+        name,
+        ds,
+        batches=d.steps,
+        warmup=d.warmup,
+        min_seconds=d.min_seconds,
+        chunk=chunk,
+        time_limit=time_limit,
+    )
+
+
+def _batch_any(ds: Any, batch_size: int) -> Any:
+    """Batched as training would be; examples of varying shape (a parse before padded_batch
+    or bucket_by_sequence_length) cannot stack, so they batch as ragged tensors."""
+    import tensorflow as tf
+
+    specs = tf.nest.flatten(ds.element_spec)
+    if all(isinstance(s, tf.TensorSpec) for s in specs) and not all(
+        s.shape.is_fully_defined() for s in specs
+    ):
+        return ds.ragged_batch(batch_size)
+    return ds.batch(batch_size)
+
+
+def train_probe(
+    name: str, target: StepTarget, ds: Any, d: Any, time_limit: float | None = None
+) -> Probe:
+    """The real train step fed by `ds`: examples/s and the time it waited for input
+    (`time_limit`: seconds per repeat)."""
+    return training_probe(
+        name,
+        target.run_steps,
+        ds,
+        steps=d.steps,
+        warmup=d.warmup,
+        examples_per_step=target.batch,
+        min_seconds=d.min_seconds,
+        time_limit=time_limit,
+    )
+
+
+def compute_probe(
+    name: str, target: StepTarget, ds: Any, d: Any, time_limit: float | None = None
+) -> Probe:
+    """The compute limit: the same train step fed the first batch of `ds` from memory."""
+    return train_probe(name, target, cached_batch(ds), d, time_limit)

@@ -1,0 +1,111 @@
+"""--fix's in-memory cache of a pipeline's costly deterministic work (a decode, a parse, a
+resize), also where users' pipelines shuffle their source first: `list_files` shuffles the
+file names by default, so nothing after it looks deterministic. A full shuffle of a finite
+source followed by one-to-one deterministic maps gives the same orders (uniformly random
+permutations of the same elements) as the maps followed by a full shuffle, so the shuffle
+moves after the cache: each file is read and decoded once, and every epoch is still
+reshuffled. The stages after the cache (batch, shuffle, prefetch, repeat) are re-applied.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.bounded import mean_bytes
+
+REAPPLIED = ("batch", "shuffle", "prefetch", "repeat", "options")  # stages after the cache
+
+
+def source_shuffle(graph: lint.DatasetGraph) -> lint.GraphStage | None:
+    """The pipeline's first random stage when it is a shuffle of a finite, deterministic
+    source (list_files' shuffle; image_dataset_from_directory's, of batch_size * 8 paths):
+    one that can move later. A buffer that held part of the source becomes a full shuffle
+    after the cache: every order equally likely, a fuller shuffle than the user's."""
+    first = next((s for s in graph.stages if s.is_random), None)
+    if first is None or first.kind != "shuffle" or first.index == 0:
+        return None
+    before = graph.stages[first.index - 1]
+    if any(s.kind in ("repeat", "cache") or s.has_py_func for s in graph.stages[: first.index]):
+        return None
+    if lint.known_cardinality(lint.prefix_dataset(graph, before)) is None:
+        return None  # an endless or unknown source: no full shuffle after a cache
+    return first
+
+
+def cacheable_prefix(graph: lint.DatasetGraph) -> list[lint.GraphStage]:
+    """Stages whose elements are the same every epoch, up to their order: the deterministic
+    prefix, or, after a source shuffle, the one-to-one deterministic maps that follow it."""
+    shuffle = source_shuffle(graph)
+    if shuffle is None:
+        return [s for s in lint.deterministic_prefix(graph) if s.kind != "options"]
+    out = list(graph.stages[: shuffle.index + 1])
+    for st in graph.stages[shuffle.index + 1 :]:
+        if st.kind not in ("map", "parse") or st.is_random or st.has_py_func or st.batched:
+            break
+        out.append(st)
+    return out if len(out) > shuffle.index + 1 else []
+
+
+def _without(graph: lint.DatasetGraph, stage: lint.GraphStage) -> lint.DatasetGraph:
+    """The graph with `stage` bypassed: its consumers read its input."""
+    g = copy.deepcopy(graph.graph_def)
+    node = next(n for n in g.node if n.name == stage.name)
+    for n in g.node:
+        if n.input and n.input[0].split(":")[0] == stage.name:
+            n.input[0] = node.input[0]
+    return lint.DatasetGraph(g, graph.stages, graph.element_spec, graph.deterministic_option)
+
+
+def _reapply(ds: Any, graph: lint.DatasetGraph, rest: list[lint.GraphStage]) -> Any | None:
+    """`ds` with the stages `rest` applied again (None when one cannot be)."""
+    import tensorflow as tf
+
+    nodes = {n.name: n for n in graph.graph_def.node}
+    for st in rest:
+        node = nodes[st.name]
+        if st.kind == "batch":
+            par = tf.data.AUTOTUNE if st.parallel else None
+            ds = ds.batch(st.batch_size, bool(st.drop_remainder), num_parallel_calls=par)
+        elif st.kind == "shuffle":
+            ds = ds.shuffle(st.buffer_size)
+        elif st.kind == "prefetch":
+            ds = ds.prefetch(st.buffer_size if (st.buffer_size or -1) >= 0 else tf.data.AUTOTUNE)
+        elif st.kind == "repeat":
+            count = lint.const_value(nodes, node.input[1])
+            ds = ds.repeat(None if count is None or int(count) < 0 else int(count))
+        elif st.kind != "options":
+            return None
+    return ds
+
+
+def cache_work(graph: lint.DatasetGraph, ds: Any, budget: int) -> Any | None:
+    """`ds` with its cacheable prefix cached in RAM (a source shuffle moved after the cache,
+    over every element), when the cached elements and that shuffle's buffer fit `budget`
+    bytes and only REAPPLIED stages follow; None otherwise."""
+    import tensorflow as tf
+
+    prefix = cacheable_prefix(graph)
+    if not prefix or not any(s.kind in ("map", "parse", "read") for s in prefix):
+        return None
+    end = prefix[-1]
+    rest = graph.stages[end.index + 1 :]
+    if any(s.kind not in REAPPLIED for s in rest):
+        return None
+    # A shuffle in the prefix is its source shuffle (a deterministic prefix has none).
+    shuffle = next((s for s in prefix if s.kind == "shuffle"), None)
+    work = _without(graph, shuffle) if shuffle is not None else graph
+    cached = lint.prefix_dataset(work, end)
+    n = lint.known_cardinality(cached)
+    held = (2 if shuffle is not None else 1) * (n or 0) * mean_bytes(cached)
+    if n is None or held > budget:
+        return None
+    out = cached.cache()
+    if shuffle is not None:
+        out = out.shuffle(n, reshuffle_each_iteration=True)
+    out = _reapply(out, graph, rest)
+    if out is None:
+        return None
+    variant = tf.data.experimental.to_variant(out)
+    return tf.data.experimental.from_variant(variant, ds.element_spec).with_options(ds.options())
