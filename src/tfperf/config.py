@@ -1,5 +1,6 @@
 """The run file: typed sections, loading from YAML, `--set a.b=c` overrides and validation
-with errors that name the field's path, what was expected and what was found.
+with errors that name the field's path, what was expected and what was found (worded by
+config_errors.py; `pipeline.service` is config_service.py's).
 
 Every command takes one run file. Each key's description says what it means and where its
 default comes from; `tfperf config` lists them all from these models.
@@ -8,13 +9,13 @@ default comes from; `tfperf config` lists them all from these models.
 from __future__ import annotations
 
 import copy
-import difflib
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from tfperf.config_errors import format_errors, given_by
 from tfperf.config_service import ServiceConfig, service_conflicts
 from tfperf.errors import UserError
 
@@ -267,59 +268,7 @@ class RunConfig(_Section):
     def origin(self, key: str) -> str:
         """Where the value of `key` (e.g. "data.label") came from, for error messages: the
         `--set` item that gave it, else the run file, else "the defaults"."""
-        return _given_by(key, self._overrides) or self.source or "the defaults"
-
-
-_UNION_TAGS = {"int", "float", "str", "bool", "none", "list", "dict"}
-
-
-def _is_union_tag(part: object) -> bool:
-    # pydantic adds the union member it tried (e.g. "int", "literal['auto']") to the path
-    p = str(part)
-    return p in _UNION_TAGS or "[" in p
-
-
-def _section_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
-    """The run-file section (a model class) at `loc`, e.g. ("train", "checkpoint")."""
-    model: Any = RunConfig
-    for part in loc:
-        field = model.model_fields.get(part)
-        model = field.annotation if field is not None else None
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return None
-    return model
-
-
-def _unknown_key(loc: tuple[str, ...]) -> str:
-    section = _section_at(loc[:-1])
-    known = [k for k, f in section.model_fields.items() if not f.exclude] if section else []
-    close = difflib.get_close_matches(loc[-1], known, n=1)
-    guess = f"did you mean '{close[0]}'? " if close else ""
-    return f"unknown key ({guess}check the spelling; `tfperf config` lists every key)"
-
-
-def _format_errors(err: ValidationError, origin: str, overrides: dict[str, str]) -> str:
-    lines, seen = [], set()
-    for e in err.errors():
-        loc = tuple(str(p) for p in e["loc"] if not _is_union_tag(p))
-        key = ".".join(loc) or "(top level)"
-        if key in seen:
-            continue  # pydantic reports each union member; keep one line per field
-        seen.add(key)
-        msg = _unknown_key(loc) if e["type"] == "extra_forbidden" else e["msg"]
-        where = _given_by(key, overrides) or origin
-        lines.append(f"{where}: {key}: {msg}; found {e.get('input')!r}")
-    return "\n".join(lines)
-
-
-def _given_by(key: str, overrides: dict[str, str]) -> str | None:
-    """The `--set ITEM` that gave `key`: one that sets the key or a section holding it, or
-    one that made the key as a section of its own (an unknown `trian` from trian.max_steps=3)."""
-    parts = key.split(".")
-    holders = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
-    items = [overrides[k] for k in holders if k in overrides]
-    items = items or [item for k, item in overrides.items() if k.startswith(key + ".")][-1:]
-    return f"--set {items[0]}" if items else None
+        return given_by(key, self._overrides) or self.source or "the defaults"
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -367,11 +316,11 @@ def config_from_dict(
     try:
         cfg = RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, origin, given)) from None
+        raise ConfigError(format_errors(err, RunConfig, origin, given)) from None
     cfg._overrides = given
     problems = service_conflicts(cfg)
     if problems:
-        raise ConfigError(f"{_given_by('pipeline.service', given) or origin}: {problems[0]}")
+        raise ConfigError(f"{given_by('pipeline.service', given) or origin}: {problems[0]}")
     if cfg.pipeline.service.on:
         cfg.train.checkpoint_input = False  # the service's iterators cannot be saved
     return cfg

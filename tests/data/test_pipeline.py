@@ -16,16 +16,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from tfperf.config import PipelineConfig  # noqa: E402
-from tfperf.data.pipeline import (  # noqa: E402
-    SHUFFLE_OVERHEAD_BYTES,
-    STAGES,
+from tfperf.data.corrupt_shards import (  # noqa: E402
     CorruptShardError,
-    PipelineError,
-    make_dataset,
     naming_corrupt_shards,
-    plan_shuffle_buffer,
     scan_shard,
     skipped_records,
+)
+from tfperf.data.pipeline import STAGES, make_dataset  # noqa: E402
+from tfperf.data.pipeline_sizes import (  # noqa: E402
+    SHUFFLE_OVERHEAD_BYTES,
+    PipelineError,
+    plan_shuffle_buffer,
 )
 from tfperf.data.schema import Feature, Schema  # noqa: E402
 from tfperf.errors import UserError  # noqa: E402
@@ -392,14 +393,14 @@ def test_cache_bytes_and_the_ram_warning():
     ("record_bytes", "block"), [(245, 256), (55_000, 19), (2**21, 1), (0, 256)]
 )
 def test_read_block_is_about_a_megabyte_of_records(record_bytes, block):
-    from tfperf.data.pipeline import read_block
+    from tfperf.data.pipeline_sizes import read_block
 
     assert read_block(record_bytes) == block
 
 
 @pytest.mark.parametrize(("shuffle", "block"), [(10_000, 256), (1024, 64), (64, 16), (0, 16)])
 def test_read_block_leaves_the_shuffle_buffer_many_blocks(shuffle, block):
-    from tfperf.data.pipeline import read_block
+    from tfperf.data.pipeline_sizes import read_block
 
     assert read_block(245, shuffle) == block
 

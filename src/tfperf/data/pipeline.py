@@ -10,7 +10,7 @@ order; one function per stage, each with a one-line comment on why it sits where
 `make_dataset(..., stop_after=STAGE)` cuts the pipeline after a stage; `tfperf bench`
 measures every such prefix to find the slow stage. The sizes it plans with live in
 pipeline_sizes.py; corrupt shards (an error naming the file, or with on_corrupt=skip the
-rest of that shard lost each epoch) in corrupt_shards.py. Both are re-exported here.
+rest of that shard lost each epoch) in corrupt_shards.py.
 """
 
 from __future__ import annotations
@@ -23,48 +23,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfperf.config import PipelineConfig
-from tfperf.data.corrupt_shards import (
-    CorruptShardError,
-    ShardScan,
-    corrupt_shard_error,
-    find_corrupt_shard,
-    naming_corrupt_shards,
-    scan_shard,
-    skipped_records,
-)
 from tfperf.data.pipeline_sizes import (
-    MAX_READ_BLOCK,
-    READ_BLOCK_BYTES,
     SHUFFLE_OVERHEAD_BYTES,
     PipelineError,
-    ShuffleBudget,
-    cache_bytes,
     plan_shuffle_buffer,
     read_block,
     record_bytes,
-    steps_per_epoch,
     warn_if_cache_exceeds_ram,
 )
 
+# The doctor's RAM rule reads the shuffle budget from here (pipeline_sizes has the rest).
 __all__ = [
-    "MAX_READ_BLOCK",
-    "READ_BLOCK_BYTES",
     "SHUFFLE_OVERHEAD_BYTES",
     "STAGES",
-    "CorruptShardError",
     "PipelineError",
-    "ShardScan",
-    "ShuffleBudget",
-    "cache_bytes",
-    "corrupt_shard_error",
-    "find_corrupt_shard",
     "make_dataset",
-    "naming_corrupt_shards",
     "plan_shuffle_buffer",
-    "read_block",
-    "scan_shard",
-    "skipped_records",
-    "steps_per_epoch",
 ]
 
 log = logging.getLogger(__name__)

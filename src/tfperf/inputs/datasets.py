@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.config import RunConfig
+from tfperf.data.corrupt_shards import skipped_records
 from tfperf.data.manifest import Manifest, ManifestError, load_manifest, manifest_path
-from tfperf.data.pipeline import make_dataset, skipped_records
+from tfperf.data.pipeline import make_dataset
 from tfperf.errors import UserError
 from tfperf.inputs.epoch_count import EpochCounter
 from tfperf.inputs.service import (

@@ -10,8 +10,8 @@ from typing import Any
 
 from tfperf.config import RunConfig
 from tfperf.measure import cached_batch, measure_one, training_probe
+from tfperf.train.parts import build_train_parts, pick_precision, run_call
 from tfperf.train.run_input import dataset_fn, element_spec
-from tfperf.train.setup import build_train_parts, pick_precision, run_call
 from tfperf.train.strategy import StrategyInfo
 
 

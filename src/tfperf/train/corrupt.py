@@ -15,10 +15,10 @@ from tfperf.hooks import Hook, RunState
 
 @contextlib.contextmanager
 def corrupt_shards_named(cfg: RunConfig) -> Iterator[None]:
-    """The run file's training shards under data/pipeline.naming_corrupt_shards: TF's
+    """The run file's training shards under data/corrupt_shards.naming_corrupt_shards: TF's
     DataLossError (an offset, not a file) becomes a UserError naming the shard. A user's
     own data.pipeline has no known files and is left as it is."""
-    from tfperf.data.pipeline import naming_corrupt_shards
+    from tfperf.data.corrupt_shards import naming_corrupt_shards
     from tfperf.inputs.datasets import split_shards
 
     shards = split_shards(cfg, training=True)

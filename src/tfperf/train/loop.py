@@ -28,8 +28,9 @@ from tfperf.train.corrupt import corrupt_shards_named
 from tfperf.train.evaluator import check_eval_settings
 from tfperf.train.evaluator_process import EvaluatorChild
 from tfperf.train.fit_check import class_labels_named
+from tfperf.train.parts import run_call
 from tfperf.train.service_watch import ServiceWatch
-from tfperf.train.setup import TrainSession, prepare, run_call, say
+from tfperf.train.setup import TrainSession, prepare, say
 from tfperf.train.stop_note import stop_note
 
 __all__ = [

@@ -1,14 +1,12 @@
 """Everything a training run needs before its first step, built into one `TrainSession`:
 the strategy, train.out_dir held (its lock), where training ends, the precision (measured
 for `precision: auto`), the model checked against the data, optimizer and compiled
-TrainStep, the distributed input iterator (train/run_input.py), the checkpoint restored
-(or a warm start), and the list of hooks. Running it is train/loop.py.
+TrainStep (train/parts.py), the distributed input iterator (train/run_input.py), the
+checkpoint restored (or a warm start), and the list of hooks. Running it is train/loop.py.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -18,10 +16,10 @@ from typing import Any
 from rich.console import Console
 
 from tfperf.config import RunConfig
-from tfperf.data.pipeline import steps_per_epoch as records_to_steps
+from tfperf.data.pipeline_sizes import steps_per_epoch as records_to_steps
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, HookList, RunState
-from tfperf.inputs.datasets import open_source, workload_of
+from tfperf.inputs.datasets import open_source
 from tfperf.observe.summaries import SummaryHook, make_writer
 from tfperf.observe.system import SystemMonitorHook
 from tfperf.train.checkpoints.damaged import read_newest, set_aside
@@ -36,19 +34,12 @@ from tfperf.train.checkpoints.folder import (
 from tfperf.train.checkpoints.save import CheckpointHook, make_checkpoint, make_manager
 from tfperf.train.checkpoints.stale import remove_stale
 from tfperf.train.corrupt import CorruptRecordsHook
-from tfperf.train.fit_check import check_fit
-from tfperf.train.model import build_model_and_loss, build_model_variables, make_optimizer
+from tfperf.train.parts import TrainParts, build_train_parts, pick_precision
 from tfperf.train.precision import (
     PrecisionChoice,
-    PrecisionTrial,
-    choose_precision,
-    set_policy,
-    supported_policies,
-    wrap_optimizer,
 )
 from tfperf.train.run_hooks import NanCheck, ProgressHook
 from tfperf.train.run_input import (
-    dataset_fn,
     element_spec,
     epoch_counter,
     first_batch,
@@ -56,13 +47,8 @@ from tfperf.train.run_input import (
     training_input,
 )
 from tfperf.train.service_watch import service_watch
-from tfperf.train.step import TrainStep
-from tfperf.train.strategy import StrategyInfo, distribute_input, make_strategy
+from tfperf.train.strategy import StrategyInfo, make_strategy
 from tfperf.train.warm_start import warm_start
-from tfperf.train.xla import host_accelerators, resolve_jit_compile
-
-TRIAL_STEPS = 8  # steps per timed call when `precision: auto` measures a policy
-TRIAL_CALLS = 3  # timed calls per policy (the fastest counts)
 
 
 def say(show: bool, message: str) -> None:
@@ -98,127 +84,6 @@ def steps_per_epoch(cfg: RunConfig, global_batch: int) -> int | None:
         return None
     src = open_source(cfg)
     return records_to_steps(src.records(cfg.data.train_split), global_batch)
-
-
-# ---- model, optimizer and train function ---------------------------------------------------
-@dataclass
-class TrainParts:
-    model: Any
-    optimizer: Any
-    step_var: Any
-    train_step: TrainStep
-
-
-def build_train_parts(
-    cfg: RunConfig,
-    info: StrategyInfo,
-    policy: str,
-    spec: Any,
-    total: int | None,
-    *,
-    print_tensors: Sequence[str] = (),
-    before_optimizer: Any = None,
-    metrics: bool = True,
-    sample: Callable[[], Any] | None = None,
-) -> TrainParts:
-    """Model, optimizer (loss-scaled for float16), step counter and train function, all
-    created under `policy` and inside the strategy's scope. metrics=False leaves the
-    metrics out of the train function (the doctor times the bare step). `sample()` gives
-    one real batch for the model check (default: the run file's first training batch)."""
-    import keras
-    import tensorflow as tf
-
-    set_policy(policy)
-    keras.utils.set_random_seed(cfg.train.seed)
-    workload = workload_of(cfg) if cfg.workload else None
-    with info.strategy.scope():
-        model, loss_fn, metric_fns = build_model_and_loss(cfg)
-        # Builds the model on zeros and checks it against the batches (inputs, output, labels).
-        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], sample or first_batch(cfg))
-        optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
-        step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-    build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
-    jit = resolve_jit_compile(
-        cfg.train.jit_compile,
-        model,
-        info.kind,
-        host_accelerators(),
-        printing=bool([n for n in print_tensors if n]),
-    )
-    train_step = TrainStep(
-        model,
-        optimizer,
-        loss_fn,
-        metric_fns if metrics else {},
-        info.strategy,
-        step_var,
-        print_tensors=print_tensors,
-        print_steps=cfg.train.print_steps,
-        jit=jit,
-    )
-    return TrainParts(model, optimizer, step_var, train_step)
-
-
-def run_call(info: StrategyInfo, train_step: TrainStep, iterator: Any, n: int) -> dict[str, float]:
-    """One call of the train function (scheduled on a worker under parameter_server);
-    returns Python floats, loss and wait_s among them (which waits for the result)."""
-    import tensorflow as tf
-
-    try:
-        if info.coordinator is not None:
-            out = train_step(iterator, n, coordinator=info.coordinator).fetch()
-        else:
-            out = train_step(iterator, n)
-    except tf.errors.OutOfRangeError:
-        raise UserError(
-            f"training: the input ran out at step {int(train_step.step_var.numpy())}, before "
-            "train.max_steps: the pipeline returns finitely many batches and pipeline.repeat is "
-            "false (training repeats the input unless it is); set pipeline.repeat: true or a "
-            "lower train.max_steps. Checkpoints already written are kept"
-        ) from None
-    return {k: float(v) for k, v in out.items()}
-
-
-def pick_precision(
-    cfg: RunConfig,
-    info: StrategyInfo,
-    spec: Any,
-    total: int | None,
-    sample: Callable[[], Any] | None = None,
-) -> PrecisionChoice:
-    """train.precision, or for `auto` the fastest policy with a finite loss, each timed on
-    the real train step and input (the fastest of a few calls, after a warm-up call);
-    `sample()`: the real batch each trial's model check may need (first_batch)."""
-    import tensorflow as tf
-
-    requested = cfg.train.precision
-    if requested != "auto":
-        return PrecisionChoice(requested)
-    if info.coordinator is not None:
-        return PrecisionChoice("float32", measured=False)  # remote workers: not measured here
-
-    def trial(policy: str) -> PrecisionTrial:
-        parts = build_train_parts(cfg, info, policy, spec, total, sample=sample)
-        it = iter(distribute_input(info, dataset_fn(cfg)))  # a throwaway iterator
-        # Traces, and lets oneDNN/cuDNN pick and cache their kernels; the fastest of a few
-        # timed calls resists noise from other processes on the machine.
-        run_call(info, parts.train_step, it, TRIAL_STEPS)
-        best, loss = math.inf, math.nan
-        for _ in range(TRIAL_CALLS):
-            t0 = time.perf_counter()
-            loss = run_call(info, parts.train_step, it, TRIAL_STEPS)["loss"]
-            best = min(best, (time.perf_counter() - t0) / TRIAL_STEPS)
-        return PrecisionTrial(policy, best, loss)
-
-    # Each trial traces its own train function; TF's "excessive retracing" warning about
-    # these separate functions would be misleading, so TF's logger is quiet meanwhile.
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")
-    try:
-        return choose_precision(supported_policies(), trial)
-    finally:
-        logger.setLevel(level)
 
 
 # ---- the session ----------------------------------------------------------------------------
