@@ -38,20 +38,20 @@ NAMES = [
     "imagenet_resnet",
     "mnist_tfds_keras",
     # CSV
-    # TODO titanic_make_csv
-    # TODO housing_csv_reader
-    # TODO petfinder_dataframe
+    "titanic_make_csv",
+    "housing_csv_reader",
+    "petfinder_dataframe",
     # text
-    # TODO stackoverflow_vectorize
-    # TODO iliad_py_function
+    "stackoverflow_vectorize",
+    "iliad_py_function",
     # TODO imdb_review_lines
     # TODO shakespeare_chars
     # audio (WAV)
-    # TODO speech_commands_files
+    "speech_commands_files",
     # TODO speech_commands_utility
     # time series
     # TODO jena_window_generator
-    # TODO ridership_mulvar
+    "ridership_mulvar",
     # TODO ridership_seq2seq
     # TODO music_notes
     # numpy arrays, generators, video

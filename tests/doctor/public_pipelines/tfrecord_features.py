@@ -52,7 +52,7 @@ def _float_feature(value):
 
 
 def make_data(dir: str) -> None:
-    n_observations = 2000
+    n_observations = 1000
     rng = np.random.default_rng(4)
     feature0 = rng.choice([False, True], n_observations)
     feature1 = rng.integers(0, 5, n_observations)
