@@ -50,14 +50,14 @@ NAMES = [
     "speech_commands_files",
     # TODO speech_commands_utility
     # time series
-    # TODO jena_window_generator
+    "jena_window_generator",
     "ridership_mulvar",
     # TODO ridership_seq2seq
     # TODO music_notes
     # numpy arrays, generators, video
-    # TODO fashion_mnist_d2l
-    # TODO artificial_generator
-    # TODO video_frames
+    "fashion_mnist_d2l",
+    "artificial_generator",
+    "video_frames",
 ]
 
 # Kinds of data the corpus must cover (issue 19, section 4).
