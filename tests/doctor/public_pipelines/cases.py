@@ -44,16 +44,12 @@ NAMES = [
     # text
     "stackoverflow_vectorize",
     "iliad_py_function",
-    # TODO imdb_review_lines
-    # TODO shakespeare_chars
+    "shakespeare_chars",
     # audio (WAV)
     "speech_commands_files",
-    # TODO speech_commands_utility
     # time series
     "jena_window_generator",
     "ridership_mulvar",
-    # TODO ridership_seq2seq
-    # TODO music_notes
     # numpy arrays, generators, video
     "fashion_mnist_d2l",
     "artificial_generator",

@@ -51,7 +51,7 @@ def make_data(dir: str) -> None:
     for c, name in enumerate(CLASSES):
         folder = Path(dir) / "train" / name
         folder.mkdir(parents=True)
-        for v in range(3):
+        for v in range(2):
             frames = [Image.fromarray(picture(rng, 60, 80, tint=c + t)) for t in range(30)]
             frames[0].save(
                 folder / f"v_{name}_g0{v}_c01.gif", save_all=True, append_images=frames[1:]
