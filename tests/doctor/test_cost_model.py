@@ -1,5 +1,6 @@
-"""The doctor's cost model (doctor/cost_model.py): training speed from the measured rates and
-CPU time per example of pipeline and model, on shared cores or with an accelerator."""
+"""The doctor's cost model (doctor/evidence/cost_model.py): training speed from the measured
+rates and CPU time per example of pipeline and model, on shared cores or with an
+accelerator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gains --fix predicts (doctor/predicted.py): the cost model run with the findings of
+"""The gains --fix predicts (doctor/fix/predicted.py): the cost model run with the findings of
 the changes kept, each trial over the best so far, changes of one stage compounding."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""--fix's cache (doctor/rewrites_cache.py): a pipeline that shuffles its file names first
+"""--fix's cache (doctor/rewrites/cache.py): a pipeline that shuffles its file names first
 (as list_files does) and decodes each file gets the decode cached and the shuffle moved
 after the cache; real files, read once."""
 

@@ -1,4 +1,4 @@
-"""The doctor's graph edits of any tf.data.Dataset (doctor/rewrites_io.py): parallel file
+"""The doctor's graph edits of any tf.data.Dataset (doctor/rewrites/io.py): parallel file
 reads, parallel maps (numpy_function too) and batch, a shuffle buffer capped at the RAM
 budget, a cache moved before a random augmentation, and the cache_after_random finding.
 Each rewrite gives the same examples and the rewritten graph shows the change."""
@@ -13,7 +13,6 @@ import tensorflow as tf
 import tfperf
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.io import (
-    CAP_SHUFFLE,
     cache_before_random,
     cap_shuffles,
     parallel_batch,
@@ -21,10 +20,12 @@ from tfperf.doctor.rewrites.io import (
     parallel_reads,
     random_before_cache,
 )
+from tfperf.doctor.rules import ram
 from tfperf.doctor.rules.cache import rule_cache_after_random
 from tfperf.measure import same_examples
 
 AUTOTUNE = tf.data.AUTOTUNE
+CAP_SHUFFLE = ram.CAP_SHUFFLE.label  # the name --fix prints
 
 
 def _stage(ds, kind):

@@ -1,5 +1,5 @@
 """A --fix trial that fails says why in one line: TensorFlow's own message, not the
-"Graph execution error:" header of its runtime errors (doctor/fix_trials.cause)."""
+"Graph execution error:" header of its runtime errors (doctor/fix/trials.cause)."""
 
 from __future__ import annotations
 

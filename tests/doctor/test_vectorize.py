@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.saved_model import function_deserialization  # noqa: E402
 
-from tfperf.doctor.fix.dataset import dataset_candidates  # noqa: E402
+from tfperf.doctor.fix.candidates import dataset_candidates  # noqa: E402
 from tfperf.doctor.graph import lint  # noqa: E402
 from tfperf.doctor.rewrites.edits import example_multiset, same_examples  # noqa: E402
 from tfperf.doctor.rewrites.pfor_fn import library_of  # noqa: E402

@@ -1,6 +1,8 @@
-"""The doctor: measures a training run's input pipeline, model and both together
-(diagnose), reads the pipeline's graph (lint), names what slows it (rules) and applies
-measured fixes (fixes, rewrites, runfile); report renders it all."""
+"""The doctor: reads the pipeline's graph (graph/), measures a training run's input
+pipeline, model and both together (diagnosis/, with probes/) into the evidence the rules
+judge (evidence/, rules/), tries rewrites (rewrites/) and keeps the measured fixes (fix/);
+report/ renders it all, api.py runs it on any dataset from Python. ARCHITECTURE.md has one
+line per subpackage."""
 
 from tfperf.doctor.diagnosis.diagnose import diagnose
 from tfperf.doctor.evidence.findings import Diagnosis, Finding

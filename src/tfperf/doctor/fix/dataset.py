@@ -1,15 +1,15 @@
 """`tfperf doctor --fix` on any tf.data.Dataset: the graph rewrites offered as candidates
-(rewrites/: edits.py, io.py, cache.py, vectorize.py), each tried on top of those kept
-(trials.py)
-and kept only if it is measurably faster and one epoch still yields the same examples.
+(candidates.py), each tried on top of those kept (trials.py) and kept only if it is
+measurably faster and one epoch still yields the same examples; and `replay`, the kept
+rewrites applied again by name (`tfperf.apply_rewrites`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.fix.candidates import DatasetRewrite, dataset_candidates
 from tfperf.doctor.fix.predicted import predict
 from tfperf.doctor.fix.runfile import run_file_candidates
 from tfperf.doctor.fix.trials import (
@@ -26,91 +26,12 @@ from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
 from tfperf.doctor.probes.budget import FIX_CLOCK, Budget
 from tfperf.doctor.probes.budget import fix_clock as _clocked
-from tfperf.doctor.rewrites.cache import cache_work
 from tfperf.doctor.rewrites.edits import (
-    batch_before_map,
     same_examples,
-    set_deterministic,
-    to_float32,
-    with_options,
 )
-from tfperf.doctor.rewrites.io import CAP_SHUFFLE, cap_shuffles, default_budget, io_candidates
-from tfperf.doctor.rewrites.vectorize import vectorize_maps
+from tfperf.doctor.rewrites.io import cap_shuffles
+from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.errors import UserError
-
-Rewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
-
-
-def dataset_candidates(
-    graph: lint.DatasetGraph, ds: Any, diag: Diagnosis | None
-) -> list[tuple[str, Rewrite]]:
-    """(name, rewrite(current dataset, its graph) -> new dataset or None). Without a
-    diagnosis (`tfperf.apply_rewrites` replaying kept names) each is offered where it
-    applies: the cache after the deterministic prefix, the float32 cast on float64 outputs."""
-    # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
-    import tensorflow as tf
-
-    def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
-        return (batch_before_map(g, d) or (None,))[0]
-
-    def parallel(d: Any, g: lint.DatasetGraph) -> Any:
-        return None if _options_already_on(d, g) else with_options(d, **_OPTIONS)
-
-    def nondeterministic(d: Any, g: lint.DatasetGraph) -> Any:
-        # No parallel stage keeps its order: the rewrite would change nothing.
-        return set_deterministic(g, d, False) if lint.deterministic_stages(g) else None
-
-    def prefetch(d: Any, g: lint.DatasetGraph) -> Any:
-        return None if _ends_in_autotuned_prefetch(g) else d.prefetch(tf.data.AUTOTUNE)
-
-    def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
-        result = vectorize_maps(g, d)
-        notes = "; ".join(f"{label} stays per-example: {why}" for label, why in result.fallbacks)
-        if result.dataset is None and notes:
-            raise Skipped(notes)
-        if result.dataset is not None:
-            result.dataset.doctor_note = notes
-        return result.dataset
-
-    cands: list[tuple[str, Rewrite]] = [
-        # pfor's vectorized f first; moving f itself after batch is right only when f
-        # happens to take a batch, and is tried on what vectorizing left per-example.
-        ("vectorize per-example maps", vectorized),
-        ("batch before per-example map", batch_first),
-        ("map parallelization + autotune", parallel),
-        ("non-deterministic order", nondeterministic),
-        ("prefetch at the end", prefetch),
-    ]
-    # Graph edits: parallel reads, maps (py_function too) and batch; shuffle cap; cache move.
-    cands += io_candidates(graph)
-    cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
-    if cache is not None or diag is None:
-        # In RAM within the budget; a source shuffle (list_files) moves after the cache.
-        add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
-        cands.append(("cache the deterministic prefix", add_cache))
-    if lint.float64_outputs(graph):
-        cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
-        cands.append(("float32 outputs", cast))
-    return cands
-
-
-# A candidate that would change nothing is not applicable: timing a no-op lets the noise
-# decide, and takes a trial's share of the budget.
-_OPTIONS = {"map_parallelization": True, "autotune": True}
-
-
-def _options_already_on(ds: Any, graph: lint.DatasetGraph) -> bool:
-    """Map parallelization has no sequential map to act on (or is on) and autotune is on."""
-    opts = ds.options()
-    idle = opts.experimental_optimization.map_parallelization or not any(
-        s.op == "MapDataset" for s in graph.stages
-    )
-    return bool(idle) and opts.autotune.enabled is not False
-
-
-def _ends_in_autotuned_prefetch(graph: lint.DatasetGraph) -> bool:
-    last = [s for s in graph.stages if s.kind != "options"][-1:]
-    return bool(last) and last[0].kind == "prefetch" and last[0].buffer_size == lint.AUTOTUNE
 
 
 def fix_dataset(
@@ -149,10 +70,12 @@ def fix_dataset(
     random = any(s.is_random for s in graph.stages)
     checkable = lint.known_cardinality(ds) is not None and not random
     best_ds, trials, changes = ds, [], []
-    cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE]  # done
+    cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE.label]  # done
     for name, rewrite in cands:
 
-        def build(name: str = name, rewrite: Rewrite = rewrite, best: Any = best_ds) -> tuple:
+        def build(
+            name: str = name, rewrite: DatasetRewrite = rewrite, best: Any = best_ds
+        ) -> tuple:
             cand = rewrite(best, lint.read_graph(best))
             if cand is None:
                 raise Skipped("not applicable")
@@ -185,10 +108,12 @@ def fix_dataset(
         trials.insert(0, FixTrial("cache over budget", note, None, False, "RAM budget"))
     if caps:  # RAM safety, not speed: kept without a trial (the original cannot run)
         sizes = "; ".join(str(c) for c in caps)
-        trials.insert(0, FixTrial(CAP_SHUFFLE, CAP_SHUFFLE, None, True, f"RAM budget: {sizes}"))
+        trials.insert(
+            0, FixTrial(CAP_SHUFFLE.label, CAP_SHUFFLE.label, None, True, f"RAM budget: {sizes}")
+        )
         # The user's pipeline gets the buffer capped to the budget, not the timed copy's.
         best_ds = replay(users_ds, changes, diag, strict=False)
-        changes.insert(0, CAP_SHUFFLE)
+        changes.insert(0, CAP_SHUFFLE.label)
     return FixResult(
         outcome.before,
         outcome.after,

@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tfperf.doctor.fix.candidates import PARALLEL_BATCH
 from tfperf.doctor.fix.runfile import write_run_file
 from tfperf.doctor.graph.user_source import user_source
+from tfperf.doctor.rules import REWRITES, Rewrite
 from tfperf.util.files import write_text_atomic
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
@@ -98,61 +100,29 @@ def code_edits(cfg: Any, kept: list[str]) -> list[str]:
         return []
     src = user_source(cfg)
     if src is None:
-        return [f"{name}: {_EDITS[_edit_kind(name)]}" for name in kept]
+        return [f"{name}: {_rewrite(name).edit}" for name in kept]
     return [_edit(name, src.file, src.lines, src.start) for name in kept]
 
 
-# What each kind of rewrite means in tf.data code.
-_EDITS = {
-    "vectorize": "batch first, then map a function that takes the whole batch "
-    "(tf.io.parse_example instead of tf.io.parse_single_example, batched ops)",
-    "batch_move": "move this map after .batch() (its function already works on a whole "
-    "batch: the same ops, once per batch)",
-    "parallel": "pass num_parallel_calls=tf.data.AUTOTUNE to each map and interleave",
-    "order": "set options = tf.data.Options(); options.deterministic = False; "
-    "ds = ds.with_options(options) (training order no longer fixed)",
-    "prefetch": "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
-    "cache": "add .cache() after the last deterministic stage (before shuffle, repeat and "
-    "random augmentation); a source shuffled first (list_files shuffles by default) is "
-    "shuffled after the cache instead: list_files(..., shuffle=False), then "
-    ".map(...).cache().shuffle(number of elements)",
-    "float32": "cast float64 outputs to float32 (tf.cast(x, tf.float32)) in the last map",
-    "reads": "read several files at once: files.interleave(tf.data.TFRecordDataset, "
-    "cycle_length=min(files, 16), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
-    "batch": "pass num_parallel_calls=tf.data.AUTOTUNE to .batch()",
-    "shuffle": "pass .shuffle() a buffer_size the RAM budget holds (the sizes --fix printed)",
-    "other": "apply it where the pipeline is built",
-}
+# Each kept rewrite's code edit, by its label: the rules' rewrites (rules/) and those no rule
+# asks for (candidates.py); a name neither knows gets the generic one.
+_EDITS = {label: r for label, r in REWRITES.items() if r.edit is not None}
+_EDITS[PARALLEL_BATCH.label] = PARALLEL_BATCH
+_OTHER = Rewrite("other", "apply it where the pipeline is built")
 
 
-def _edit_kind(name: str) -> str:
-    n = name.lower()
-    if "batch before" in n:  # the one map right before the batch
-        return "batch_move"
-    if "vectoriz" in n:
-        return "vectorize"
-    for key, kind in (
-        ("file reads", "reads"),  # before "parallel": these names contain it too
-        ("parallel batch", "batch"),
-        ("shuffle", "shuffle"),
-        ("parallel", "parallel"),
-        ("cache", "cache"),  # before "determin": "cache the deterministic prefix"
-        ("determin", "order"),
-        ("prefetch", "prefetch"),
-        ("float32", "float32"),
-    ):
-        if key in n:
-            return kind
-    return "other"
+def _rewrite(name: str) -> Rewrite:
+    return _EDITS.get(name, _OTHER)
 
 
 def _edit(name: str, where: str, lines: list[str], start: int) -> str:
     """'name: file:line: change' with the line of the user's function it concerns."""
-    kind = _edit_kind(name)
+    rewrite = _rewrite(name)
+    kind = rewrite.at
     code = [line.split("#")[0] for line in lines]
     at = _line_of(kind, code)
     line = start + (at if at is not None else 0)
-    text = _EDITS[kind]
+    text = rewrite.edit
     if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
         text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
     return f"{name}: {where}:{line}: {text}"
@@ -165,7 +135,7 @@ _KERAS_CACHE = (
 )
 
 
-# The call a kind of change edits, for kinds whose line is that call's.
+# The call a kind of change edits (Rewrite.at), for kinds whose line is that call's.
 _CALLS = {
     "reads": ("TFRecordDataset(", ".interleave("),
     "batch": (".batch(",),
@@ -174,7 +144,8 @@ _CALLS = {
 
 
 def _line_of(kind: str, code: list[str]) -> int | None:
-    """Index of the line a kind of change concerns, in the function's source lines."""
+    """Index of the line a kind of change (Rewrite.at) concerns, in the function's source
+    lines: for a kind not named here, the last return."""
     maps = [i for i, c in enumerate(code) if ".map(" in c or ".interleave(" in c]
     batches = [i for i, c in enumerate(code) if ".batch(" in c]
     returns = [i for i, c in enumerate(code) if c.strip().startswith("return")]

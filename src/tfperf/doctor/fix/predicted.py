@@ -1,6 +1,6 @@
 """The gain the diagnosis predicts for each `--fix` trial and for the whole fix: the cost
-model (cost_model.py) run with the findings whose changes the trials make, printed beside
-the measured gain."""
+model (evidence/cost_model.py) run with the findings whose changes the trials make
+(PREDICTED_BY: each rule's rewrites, rules/), printed beside the measured gain."""
 
 from __future__ import annotations
 
@@ -9,36 +9,19 @@ from collections import defaultdict
 from typing import Any
 
 from tfperf.doctor.evidence.findings import Diagnosis, Finding
-
-# Findings whose change a candidate makes (by candidate name): its predicted gain is theirs.
-PREDICTED_BY = {
-    "vectorize per-example maps": ("per_example_parse", "per_example_map"),
-    "batch before per-example map": ("per_example_parse", "per_example_map"),
-    "map parallelization + autotune": ("sequential_map",),
-    "non-deterministic order": ("deterministic",),
-    "prefetch at the end": ("no_prefetch",),
-    "cache the deterministic prefix": ("no_cache",),
-    "float32 outputs": ("float64",),
-    "parallel interleave of file reads": ("no_interleave",),
-    "parallel maps (also py_function)": ("sequential_map",),
-    "move the cache before the random augmentation": ("cache_after_random",),
-    "batched parse": ("per_example_parse",),
-    "parallel preprocessing": ("sequential_map",),
-    "parallel reads": ("no_interleave",),
-    "prefetch": ("no_prefetch",),
-    "cache records": ("no_cache",),
-    "cache preprocessed": ("no_cache",),
-    "larger batch": ("small_batch",),
-    "XLA": ("xla",),
-}
+from tfperf.doctor.rules import PREDICTED_BY
+from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
 
 
+# A trial expects the gain of the findings whose change it makes: those of the rules that list
+# its rewrite (PREDICTED_BY, from the registry); a faster precision's trial is named
+# "precision POLICY" (runfile.py).
 def _codes(trial: Any, diag: Diagnosis) -> tuple[str, ...]:
     if trial.name.startswith("precision "):
         return ("precision",)
     codes = PREDICTED_BY.get(trial.name, ())
     found = {f.code for f in diag.findings}
-    if trial.name == "vectorize per-example maps" and not found & set(codes):
+    if trial.name == VECTORIZE.label and not found & set(codes):
         # No map could run on batches: vectorize's fallback makes them parallel.
         return ("sequential_map",)
     return codes
@@ -47,13 +30,14 @@ def _codes(trial: Any, diag: Diagnosis) -> tuple[str, ...]:
 # The stages a map may pass on its way to the batch, by trial: batch_before_map moves only
 # the map right before a batch; vectorize also moves maps across shuffles and prefetches.
 MOVES_ACROSS = {
-    "batch before per-example map": frozenset(),
-    "vectorize per-example maps": frozenset({"map", "shuffle", "prefetch"}),
+    BATCH_FIRST.label: frozenset(),
+    VECTORIZE.label: frozenset({"map", "shuffle", "prefetch"}),
 }
 
 
-# Findings bound to a stage that must move after the batch for their change to apply.
-STAGE_BOUND = frozenset({"per_example_parse", "per_example_map"})
+# Findings bound to a stage that must move after the batch for their change to apply: those
+# whose change is vectorizing (per-example parse and map).
+STAGE_BOUND = frozenset(PREDICTED_BY[VECTORIZE.label])
 
 
 def _moved(diag: Diagnosis, trial: str, codes: set[str]) -> set[int] | None:

@@ -15,6 +15,15 @@ import yaml
 
 from tfperf.config import config_from_dict, dump_config
 from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.rules.cache import CACHE_PREPROCESSED, CACHE_RECORDS
+from tfperf.doctor.rules.model import LARGER_BATCH, XLA
+from tfperf.doctor.rules.parallel import (
+    NONDETERMINISTIC,
+    PARALLEL_PREPROCESSING,
+    PARALLEL_READS_RUN_FILE,
+)
+from tfperf.doctor.rules.per_example import BATCHED_PARSE
+from tfperf.doctor.rules.pipeline_end import PREFETCH_RUN_FILE
 from tfperf.util.files import write_text_atomic
 
 # Run-file keys that hold paths relative to the run file's folder (see RunConfig.resolve).
@@ -69,28 +78,28 @@ def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, 
     if cfg.workload and cfg.data.variant == "original":
         cands.append(("tuned pipeline", {"data.variant": "tuned"}))
     if p.parse != "batched":
-        cands.append(("batched parse", {"pipeline.parse": "batched"}))
+        cands.append((BATCHED_PARSE.label, {"pipeline.parse": "batched"}))
     if p.preprocess_parallelism != "auto":
-        cands.append(("parallel preprocessing", {"pipeline.preprocess_parallelism": "auto"}))
+        cands.append((PARALLEL_PREPROCESSING.label, {"pipeline.preprocess_parallelism": "auto"}))
     if p.read_parallelism != "auto" or p.interleave_cycle != "auto":
         reads = {"pipeline.read_parallelism": "auto", "pipeline.interleave_cycle": "auto"}
-        cands.append(("parallel reads", reads))
+        cands.append((PARALLEL_READS_RUN_FILE.label, reads))
     if p.prefetch != "auto":
-        cands.append(("prefetch", {"pipeline.prefetch": "auto"}))
+        cands.append((PREFETCH_RUN_FILE.label, {"pipeline.prefetch": "auto"}))
     if p.deterministic is not False:
-        cands.append(("non-deterministic order", {"pipeline.deterministic": False}))
+        cands.append((NONDETERMINISTIC.label, {"pipeline.deterministic": False}))
     if not p.cache_records:
-        cands.append(("cache records", {"pipeline.cache_records": True}))
+        cands.append((CACHE_RECORDS.label, {"pipeline.cache_records": True}))
     if not p.cache_preprocessed and "no_cache" in codes:
-        cands.append(("cache preprocessed", {"pipeline.cache_preprocessed": True}))
+        cands.append((CACHE_PREPROCESSED.label, {"pipeline.cache_preprocessed": True}))
     for f in diag.findings:
         if f.code == "precision":
             best = f.change.split(":", 1)[1].split()[0]
             cands.append((f"precision {best}", {"train.precision": best}))
         if f.code == "xla":  # the same results up to rounding: tried like a pipeline change
-            cands.append(("XLA", {"train.jit_compile": True}))
+            cands.append((XLA.label, {"train.jit_compile": True}))
         if f.code == "small_batch":
-            cands.append(("larger batch", {"pipeline.batch_size": diag.batch_size * 4}))
+            cands.append((LARGER_BATCH.label, {"pipeline.batch_size": diag.batch_size * 4}))
     return cands
 
 

@@ -10,6 +10,7 @@ from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.generator_sample import feature_names
+from tfperf.doctor.rules.registry import rule
 
 LARGE_ARRAY_BYTES = 256 * 2**20  # arrays this large in the graph get the finding
 GRAPH_LIMIT = "2 GiB"  # the largest constant TensorFlow serializes (protobuf's limit)
@@ -36,6 +37,7 @@ def _nbytes(tensor: Any) -> int:
     return count * (dtype.size if dtype != tf.string else 8)  # strings: at least a pointer
 
 
+@rule("large_array", "data", 190)
 def rule_large_array(ctx: Evidence) -> list[Finding]:
     """from_tensor_slices over LARGE_ARRAY_BYTES or more: the arrays live in the graph (a
     copy beside the numpy ones, refused past 2 GiB), and the loop that built them runs at

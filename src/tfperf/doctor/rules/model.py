@@ -10,6 +10,7 @@ import math
 
 from tfperf.doctor.evidence.evidence import XLA_VARIANT, Evidence
 from tfperf.doctor.evidence.findings import Finding
+from tfperf.doctor.rules.registry import Rewrite, rule
 from tfperf.observe.feed import MODERATELY
 from tfperf.train.run_input import EXACT_RESUME_CHANGE, RESUME_WITHOUT_INPUT, stateful_reason
 from tfperf.util.format import number, plural
@@ -18,7 +19,13 @@ SMALL_BATCH_GAIN = 1.3  # compute at 4x the batch must be this much faster per e
 PRECISION_GAIN = 1.1  # another policy must be this much faster to be advised
 XLA_GAIN = 1.1  # the step under XLA must be this much faster to be advised
 
+LARGER_BATCH = Rewrite("larger batch")  # the run file's pipeline.batch_size, 4x
+XLA = Rewrite("XLA")  # the run file's train.jit_compile: true
+# A faster precision's trial is named "precision POLICY" (fix/runfile.py): predicted.py
+# gives it the precision finding's gain.
 
+
+@rule("small_batch", "compute", 170, rewrites=(LARGER_BATCH,))
 def rule_small_batch(ctx: Evidence) -> list[Finding]:
     name = next((k for k in ctx.variants if "batch=" in k), None)
     if name is None:
@@ -52,6 +59,7 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
     ]
 
 
+@rule("precision", "compute", 160)
 def rule_precision(ctx: Evidence) -> list[Finding]:
     current = ctx.compute
     options = {k.split("=", 1)[1]: v for k, v in ctx.variants.items() if k.startswith("precision=")}
@@ -78,6 +86,7 @@ def rule_precision(ctx: Evidence) -> list[Finding]:
     ]
 
 
+@rule("xla", "compute", 150, rewrites=(XLA,))
 def rule_xla(ctx: Evidence) -> list[Finding]:
     """The train step compiled with XLA, timed on the user's model beside the compute limit."""
     rate = ctx.variants.get(XLA_VARIANT)
@@ -103,6 +112,7 @@ def rule_xla(ctx: Evidence) -> list[Finding]:
     ]
 
 
+@rule("input_not_checkpointable", "resume", 200)
 def rule_input_not_checkpointable(ctx: Evidence) -> list[Finding]:
     """A stage TensorFlow cannot save in an iterator: `tfperf train` then trains without
     train.checkpoint_input (not a speed finding: what a resume does)."""
@@ -132,6 +142,7 @@ def rule_input_not_checkpointable(ctx: Evidence) -> list[Finding]:
 CPU_SHARED = 0.8
 
 
+@rule("scale_out", "input", 180, last_resort=True)
 def rule_scale_out(ctx: Evidence) -> list[Finding]:
     """Input and model together need more CPU than the host has: preprocessing on tf.data
     service workers (other hosts) frees these cores for the model. Workers needed: the

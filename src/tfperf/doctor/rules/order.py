@@ -9,8 +9,8 @@ from __future__ import annotations
 from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
+from tfperf.doctor.rules.registry import rule
 
-ORDER_CODES = ("shuffle_after_batch", "repeat_before_shuffle")
 # Stages after which the elements are no longer the examples a shuffle should mix: files
 # (flat_map, interleave expand them) or batches.
 _REGROUP = ("flat_map", "interleave", "batch", "map_batch", "unbatch")
@@ -33,6 +33,7 @@ def _examples_shuffled(stages: list[lint.GraphStage], batch: lint.GraphStage) ->
     return False
 
 
+@rule("shuffle_after_batch", "data", 30, order=True)
 def rule_shuffle_after_batch(ctx: Evidence) -> list[Finding]:
     """A shuffle of batches with no shuffle of the examples before their batch."""
     stages, batch = ctx.graph.stages, None
@@ -65,6 +66,7 @@ def rule_shuffle_after_batch(ctx: Evidence) -> list[Finding]:
     return []
 
 
+@rule("repeat_before_shuffle", "data", 40, order=True)
 def rule_repeat_before_shuffle(ctx: Evidence) -> list[Finding]:
     """A shuffle after a repeat: its buffer draws from the next epoch before this one ends."""
     repeat = None

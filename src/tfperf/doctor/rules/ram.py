@@ -8,8 +8,16 @@ from __future__ import annotations
 from tfperf.data.pipeline import SHUFFLE_OVERHEAD_BYTES, plan_shuffle_buffer
 from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
+from tfperf.doctor.rules.registry import Rewrite, rule
+
+CAP_SHUFFLE = Rewrite(
+    "cap shuffle buffers at the RAM budget",
+    "pass .shuffle() a buffer_size the RAM budget holds (the sizes --fix printed)",
+    at="shuffle",
+)
 
 
+@rule("shuffle_over_budget", "risk", 10, rewrites=(CAP_SHUFFLE,))
 def rule_shuffle_budget(ctx: Evidence) -> list[Finding]:
     out = []
     for st in ctx.graph.stages:

@@ -1,112 +1,117 @@
-"""The doctor's judgement: every rule run on the `Evidence` (evidence.py) and the findings
-ranked. The rules live by subject: rules_pipeline.py (the stages' costs), rules_model.py
-(batch, precision, XLA, resume, scale out), rules_cache.py (a cache after a random augmentation),
-rules_arrays.py (large arrays in the graph), rules_ram.py (a shuffle buffer over the RAM
-budget), rules_order.py (shuffle and repeat in the wrong order). Ranking: RAM risks first,
-then a wrong stage order, then by expected speedup, ties broken by PRIORITY.
+"""The rule registry: one `Rule` record per rule (its code, the kind of its findings, its
+priority, `detect(evidence)`, and the --fix rewrites that make its change), registered in the
+module that defines the rule; `run_rules` runs them all on the `Evidence` and ranks the
+findings: RAM risks first, then a wrong stage order, then by expected speedup, ties broken
+by priority (the more specific cause first).
+
+Everything else that names rules is derived from here (rules/__init__.py): RULES, PRIORITY,
+ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
+(fix/pipeline_file.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
-from tfperf.doctor.rules.arrays import rule_large_array
-from tfperf.doctor.rules.cache import rule_cache_after_random
-from tfperf.doctor.rules.model import (
-    rule_input_not_checkpointable,
-    rule_precision,
-    rule_scale_out,
-    rule_small_batch,
-    rule_xla,
-)
-from tfperf.doctor.rules.order import (
-    ORDER_CODES,
-    rule_repeat_before_shuffle,
-    rule_shuffle_after_batch,
-)
-from tfperf.doctor.rules.ram import rule_shuffle_budget
-from tfperf.doctor.rules.stage_cost import (
-    rule_deterministic,
-    rule_float64,
-    rule_from_generator,
-    rule_no_cache,
-    rule_no_interleave,
-    rule_no_prefetch,
-    rule_per_example_map,
-    rule_per_example_parse,
-    rule_py_function,
-    rule_sequential_map,
-)
 from tfperf.observe.feed import MODERATELY
 
-# Ties in expected gain are broken by this order (the more specific cause first).
-PRIORITY = (
-    "shuffle_over_budget",
-    "cache_after_random",
-    "shuffle_after_batch",
-    "repeat_before_shuffle",
-    "from_generator",
-    "py_function",
-    "per_example_parse",
-    "per_example_map",
-    "no_interleave",
-    "sequential_map",
-    "no_cache",
-    "no_prefetch",
-    "deterministic",
-    "float64",
-    "xla",
-    "precision",
-    "small_batch",
-    "scale_out",
-    "large_array",
-)
+Detect = Callable[[Evidence], list[Finding]]
+UNRANKED = 10**6  # the priority of a finding no registered rule made (last among ties)
 
 
-RULES = (
-    rule_cache_after_random,
-    rule_shuffle_after_batch,
-    rule_repeat_before_shuffle,
-    rule_scale_out,
-    rule_input_not_checkpointable,
-    rule_shuffle_budget,
-    rule_py_function,
-    rule_from_generator,
-    rule_per_example_parse,
-    rule_per_example_map,
-    rule_sequential_map,
-    rule_no_interleave,
-    rule_no_cache,
-    rule_no_prefetch,
-    rule_deterministic,
-    rule_float64,
-    rule_small_batch,
-    rule_precision,
-    rule_xla,
-    rule_large_array,
-)
+@dataclass(frozen=True)
+class Rewrite:
+    """A change `tfperf doctor --fix` tries for a rule's findings: timed against the best
+    pipeline so far and kept only when training is measurably faster. A trial of it expects
+    the gain of the findings of the rules that list it (fix/predicted.py)."""
+
+    label: str  # the candidate's name, as --fix prints it and tfperf.apply_rewrites takes it
+    # The change as an edit of the user's tf.data code, for a data.pipeline function
+    # (fix/pipeline_file.py); None: a change of tfperf's own run file (pipeline.* keys).
+    edit: str | None = None
+    # The line of the user's function the edit names: a kind fix/pipeline_file.py's _line_of
+    # knows ("vectorize", "batch_move", "parallel", "cache", "float32", "reads", "batch",
+    # "shuffle"), else the function's return.
+    at: str = "return"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the doctor, as the registry knows it."""
+
+    code: str  # the code of its findings (Finding.code)
+    kind: str  # the kind of its findings: "risk", "data", "input", "compute", "resume"
+    priority: int  # ties in expected gain are broken by it: the lower first
+    detect: Detect  # its findings on the evidence (an empty list: nothing to say)
+    rewrites: tuple[Rewrite, ...] = ()  # the --fix candidates that make its change
+    # About the stages' order (what the model trains on, not speed): ranked right after the
+    # RAM risks, before any speed advice.
+    order: bool = False
+    # The last resort (more hosts): after every change that makes this host's input cheaper.
+    last_resort: bool = False
+
+
+_REGISTRY: dict[str, Rule] = {}
+
+
+def register(rule: Rule) -> Rule:
+    """Adds `rule` to the registry (its code must be new) and returns it."""
+    if rule.code in _REGISTRY:
+        raise ValueError(f"the doctor's rule '{rule.code}' is registered twice")
+    _REGISTRY[rule.code] = rule
+    return rule
+
+
+def rule(
+    code: str,
+    kind: str,
+    priority: int,
+    *,
+    rewrites: tuple[Rewrite, ...] = (),
+    order: bool = False,
+    last_resort: bool = False,
+) -> Callable[[Detect], Detect]:
+    """A decorator registering the function as the detect of rule `code`:
+
+    @rule("cache_after_shuffle", "data", 45, order=True)
+    def rule_cache_after_shuffle(ctx: Evidence) -> list[Finding]: ...
+    """
+
+    def add(detect: Detect) -> Detect:
+        register(Rule(code, kind, priority, detect, rewrites, order, last_resort))
+        return detect
+
+    return add
+
+
+def registered() -> tuple[Rule, ...]:
+    """Every rule registered so far, in the order they were."""
+    return tuple(_REGISTRY.values())
 
 
 def run_rules(ctx: Evidence) -> list[Finding]:
+    """Every registered rule's findings on `ctx`, ranked."""
     found: list[Finding] = []
-    for rule in RULES:
-        found.extend(rule(ctx))
-    order = {c: i for i, c in enumerate(PRIORITY)}
+    for r in _REGISTRY.values():
+        found.extend(r.detect(ctx))
 
     # While the input is the limit, compute changes cannot show their gain: input first.
     input_bound = ctx.input_bound_fraction >= MODERATELY
 
     def key(f: Finding) -> tuple:
+        r = _REGISTRY.get(f.code)
         later = (f.kind == "compute") == input_bound
-        # More hosts are the last resort: after every change that makes this host's input
-        # cheaper, whatever gain each promises.
-        last_resort = f.code == "scale_out"
         # A wrong stage order changes what the model learns from: it comes right after the
         # RAM risks (which can stop the run) and before any speed advice, since a faster
         # pipeline that feeds the same batches every epoch is still wrong, and moving the
         # shuffle changes what its buffer holds, so speed is better judged after the move.
-        wrong_order = f.code in ORDER_CODES
+        wrong_order = r is not None and r.order
+        last_resort = r is not None and r.last_resort
         gain = -(f.expected_speedup or 0.0)
-        return (f.kind != "risk", not wrong_order, later, last_resort, gain, order.get(f.code, 99))
+        priority = r.priority if r is not None else UNRANKED
+        return (f.kind != "risk", not wrong_order, later, last_resort, gain, priority)
 
     return sorted(found, key=key)

@@ -1,0 +1,156 @@
+"""The candidates of `tfperf doctor --fix` on any tf.data.Dataset: the graph rewrites
+(rewrites/) that apply to it, by the labels the rules give them (rules/: each `Rewrite`
+names the rule whose change it makes), in the order dataset.py tries them. Also what
+`tfperf.apply_rewrites` looks kept names up in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.fix.trials import Skipped
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.cache import cache_work
+from tfperf.doctor.rewrites.edits import (
+    batch_before_map,
+    set_deterministic,
+    to_float32,
+    with_options,
+)
+from tfperf.doctor.rewrites.io import (
+    cache_before_random,
+    cap_shuffles,
+    parallel_batch,
+    parallel_maps,
+    parallel_reads,
+    random_before_cache,
+)
+from tfperf.doctor.rewrites.vectorize import vectorize_maps
+from tfperf.doctor.rules import Rewrite
+from tfperf.doctor.rules.cache import CACHE_PREFIX, MOVE_CACHE
+from tfperf.doctor.rules.parallel import (
+    MAP_OPTIONS,
+    NONDETERMINISTIC,
+    PARALLEL_MAPS,
+    PARALLEL_READS,
+)
+from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
+from tfperf.doctor.rules.pipeline_end import FLOAT32, PREFETCH_END
+from tfperf.doctor.rules.ram import CAP_SHUFFLE
+
+DatasetRewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
+# A rewrite no rule asks for (no finding names a sequential batch): its label and code edit.
+PARALLEL_BATCH = Rewrite(
+    "parallel batch", "pass num_parallel_calls=tf.data.AUTOTUNE to .batch()", at="batch"
+)
+
+
+def default_budget() -> int:
+    """The RAM budget of a dataset handed without a run file: pipeline.shuffle_ram_mb's
+    default, at most half the free RAM (bounded.ram_budget_bytes with the defaults)."""
+    import psutil
+
+    from tfperf.config import PipelineConfig
+
+    default_mb = PipelineConfig().shuffle_ram_mb
+    return int(min(default_mb * 2**20, psutil.virtual_memory().available / 2))
+
+
+def dataset_candidates(
+    graph: lint.DatasetGraph, ds: Any, diag: Diagnosis | None
+) -> list[tuple[str, DatasetRewrite]]:
+    """(name, rewrite(current dataset, its graph) -> new dataset or None). Without a
+    diagnosis (`tfperf.apply_rewrites` replaying kept names) each is offered where it
+    applies: the cache after the deterministic prefix, the float32 cast on float64 outputs."""
+    # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
+    import tensorflow as tf
+
+    def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
+        return (batch_before_map(g, d) or (None,))[0]
+
+    def parallel(d: Any, g: lint.DatasetGraph) -> Any:
+        return None if _options_already_on(d, g) else with_options(d, **_OPTIONS)
+
+    def nondeterministic(d: Any, g: lint.DatasetGraph) -> Any:
+        # No parallel stage keeps its order: the rewrite would change nothing.
+        return set_deterministic(g, d, False) if lint.deterministic_stages(g) else None
+
+    def prefetch(d: Any, g: lint.DatasetGraph) -> Any:
+        return None if _ends_in_autotuned_prefetch(g) else d.prefetch(tf.data.AUTOTUNE)
+
+    def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
+        result = vectorize_maps(g, d)
+        notes = "; ".join(f"{label} stays per-example: {why}" for label, why in result.fallbacks)
+        if result.dataset is None and notes:
+            raise Skipped(notes)
+        if result.dataset is not None:
+            result.dataset.doctor_note = notes
+        return result.dataset
+
+    cands: list[tuple[str, DatasetRewrite]] = [
+        # pfor's vectorized f first; moving f itself after batch is right only when f
+        # happens to take a batch, and is tried on what vectorizing left per-example.
+        (VECTORIZE.label, vectorized),
+        (BATCH_FIRST.label, batch_first),
+        (MAP_OPTIONS.label, parallel),
+        (NONDETERMINISTIC.label, nondeterministic),
+        (PREFETCH_END.label, prefetch),
+    ]
+    # Graph edits: parallel reads, maps (py_function too) and batch; shuffle cap; cache move.
+    cands += _graph_edits(graph)
+    cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
+    if cache is not None or diag is None:
+        # In RAM within the budget; a source shuffle (list_files) moves after the cache.
+        add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
+        cands.append((CACHE_PREFIX.label, add_cache))
+    if lint.float64_outputs(graph):
+        cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
+        cands.append((FLOAT32.label, cast))
+    return cands
+
+
+# A candidate that would change nothing is not applicable: timing a no-op lets the noise
+# decide, and takes a trial's share of the budget.
+_OPTIONS = {"map_parallelization": True, "autotune": True}
+
+
+def _options_already_on(ds: Any, graph: lint.DatasetGraph) -> bool:
+    """Map parallelization has no sequential map to act on (or is on) and autotune is on."""
+    opts = ds.options()
+    idle = opts.experimental_optimization.map_parallelization or not any(
+        s.op == "MapDataset" for s in graph.stages
+    )
+    return bool(idle) and opts.autotune.enabled is not False
+
+
+def _ends_in_autotuned_prefetch(graph: lint.DatasetGraph) -> bool:
+    last = [s for s in graph.stages if s.kind != "options"][-1:]
+    return bool(last) and last[0].kind == "prefetch" and last[0].buffer_size == lint.AUTOTUNE
+
+
+def _graph_edits(
+    graph: lint.DatasetGraph, budget: int | None = None
+) -> list[tuple[str, DatasetRewrite]]:
+    """(name, rewrite(dataset, graph) -> dataset or None) of rewrites/io.py's graph edits
+    that apply to `graph`; `budget`: bytes a shuffle buffer or cache may hold."""
+    ram = budget if budget is not None else default_budget()
+    out: list[tuple[str, DatasetRewrite]] = []
+    if any(s.reads_files and s.kind in ("flat_map", "interleave") for s in graph.stages):
+        out.append((PARALLEL_READS.label, lambda d, g: parallel_reads(g, d)))
+    if any(s.op == "MapDataset" for s in graph.stages):
+        out.append((PARALLEL_MAPS.label, lambda d, g: parallel_maps(g, d)))
+    if any(s.op == "BatchDatasetV2" for s in graph.stages):
+        out.append((PARALLEL_BATCH.label, lambda d, g: parallel_batch(g, d)))
+    if any(s.kind == "shuffle" for s in graph.stages):
+
+        def cap(d: Any, g: lint.DatasetGraph) -> Any:
+            capped, caps = cap_shuffles(g, d, ram)
+            return capped if caps else None
+
+        out.append((CAP_SHUFFLE.label, cap))
+    if random_before_cache(graph) is not None:
+        move = lambda d, g: cache_before_random(g, d, ram)  # noqa: E731
+        out.append((MOVE_CACHE.label, move))
+    return out

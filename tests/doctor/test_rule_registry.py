@@ -1,0 +1,80 @@
+"""The rule registry (rules/registry.py): every rule registered once where it is defined, and
+what is derived from it agrees with what --fix offers: each candidate a rule's change is
+made by is that rule's `Rewrite` (so its trial predicts that rule's findings), and each
+rewrite of a data.pipeline function has a code edit of its own."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import tensorflow as tf
+
+import tfperf
+from tfperf.doctor.evidence.findings import Finding
+from tfperf.doctor.fix.candidates import PARALLEL_BATCH, dataset_candidates
+from tfperf.doctor.fix.pipeline_file import code_edits
+from tfperf.doctor.fix.runfile import run_file_candidates
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rules import ORDER_CODES, PREDICTED_BY, PRIORITY, REWRITES, RULES
+
+KINDS = {"risk", "data", "input", "compute", "resume"}
+
+
+def test_each_rule_is_registered_once_with_a_kind_and_a_priority_of_its_own():
+    codes = [r.code for r in RULES]
+    assert len(codes) == len(set(codes)) and set(PRIORITY) == set(codes)
+    assert all(r.kind in KINDS for r in RULES)
+    assert len({r.priority for r in RULES}) == len(RULES)  # ties never left to chance
+    assert PRIORITY[:4] == (
+        "shuffle_over_budget",
+        "cache_after_random",
+        "shuffle_after_batch",
+        "repeat_before_shuffle",
+    )
+    assert set(ORDER_CODES) >= {"shuffle_after_batch", "repeat_before_shuffle"}
+    assert all(RULES[codes.index(c)].kind == "data" for c in ORDER_CODES)
+
+
+def test_a_candidate_predicts_the_findings_of_the_rules_that_list_it():
+    assert PREDICTED_BY["vectorize per-example maps"] == ("per_example_parse", "per_example_map")
+    assert PREDICTED_BY["parallel maps (also py_function)"] == ("sequential_map",)
+    assert PREDICTED_BY["XLA"] == ("xla",)
+    for label, codes in PREDICTED_BY.items():
+        for code in codes:
+            assert label in [rw.label for rw in RULES[[r.code for r in RULES].index(code)].rewrites]
+
+
+def _every_edit(record_files: list[str]) -> tf.data.Dataset:
+    """Files read one after another, a sequential map, a cache after a random map, a shuffle,
+    float64 outputs and a plain batch: every graph rewrite of --fix applies."""
+    ds = tf.data.Dataset.from_tensor_slices(record_files).flat_map(tf.data.TFRecordDataset)
+    ds = ds.map(tf.strings.length).map(lambda n: n + tf.random.uniform([], 0, 2, tf.int32))
+    ds = ds.cache().shuffle(8).map(lambda n: tf.cast(n, tf.float64))
+    return ds.batch(4)
+
+
+def test_every_dataset_candidate_is_a_rules_rewrite_with_its_own_code_edit(record_files):
+    ds = _every_edit(record_files)
+    labels = [name for name, _ in dataset_candidates(lint.read_graph(ds), ds, None)]
+    assert len(labels) == 12, labels
+    assert set(labels) - set(REWRITES) == {PARALLEL_BATCH.label}
+    generic = "apply it where the pipeline is built"
+    for label, edit in zip(labels, code_edits(tfperf.config_from_dict({}), labels), strict=True):
+        assert edit.startswith(f"{label}: ") and generic not in edit, edit
+
+
+def test_every_run_file_candidate_of_a_rule_is_its_rewrite():
+    cfg = tfperf.config_from_dict({"pipeline": {"parse": "per_example"}})
+    found = [
+        Finding(code, "", None, "", change, "", None, "compute")
+        for code, change in [
+            ("no_cache", ""),
+            ("precision", "train.precision: mixed_float16 (or auto)"),
+            ("xla", ""),
+            ("small_batch", ""),
+        ]
+    ]
+    diag = SimpleNamespace(findings=found, batch_size=32)
+    labels = [name for name, _ in run_file_candidates(cfg, diag)]
+    assert "batched parse" in labels and "XLA" in labels, labels
+    assert [n for n in labels if n not in REWRITES] == ["precision mixed_float16"]
