@@ -1,6 +1,6 @@
 """Fashion-MNIST numpy arrays through d2l's loader: resized per batch after a batch shuffle.
 
-Source: d2l-ai/d2l-en chapter_linear-classification/image-classification-dataset.md
+Source: d2l-ai/d2l-en chapter_linear-networks/image-classification-dataset.md
 (Dive into Deep Learning, "The Image Classification Dataset", TensorFlow tab,
 load_data_fashion_mnist(batch_size, resize): the whole array processed eagerly
 (expand_dims, / 255), from_tensor_slices(...).batch(batch_size).shuffle(len(train))
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 SOURCE = (
-    "d2l-ai/d2l-en chapter_linear-classification/image-classification-dataset.md "
+    "d2l-ai/d2l-en chapter_linear-networks/image-classification-dataset.md "
     "(Dive into Deep Learning: The Image Classification Dataset)"
 )
 FORMAT = "numpy arrays (.npz of uint8 images)"
