@@ -19,6 +19,7 @@ from tfperf.doctor.rewrites.edits import (
     to_float32,
     with_options,
 )
+from tfperf.doctor.rewrites.gather import batched_gather, find_site
 from tfperf.doctor.rewrites.io import (
     cache_before_random,
     cap_shuffles,
@@ -30,6 +31,7 @@ from tfperf.doctor.rewrites.io import (
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
 from tfperf.doctor.rules import Rewrite
 from tfperf.doctor.rules.cache import CACHE_PREFIX, MOVE_CACHE
+from tfperf.doctor.rules.gather import GATHER
 from tfperf.doctor.rules.parallel import (
     MAP_OPTIONS,
     NONDETERMINISTIC,
@@ -89,7 +91,11 @@ def dataset_candidates(
             result.dataset.doctor_note = notes
         return result.dataset
 
-    cands: list[tuple[str, DatasetRewrite]] = [
+    cands: list[tuple[str, DatasetRewrite]] = []
+    if find_site(graph) is not None:
+        # Examples cut from in-memory arrays: the source itself changes, before any map.
+        cands.append((GATHER.label, lambda d, g: batched_gather(g, d)))
+    cands += [
         # pfor's vectorized f first; moving f itself after batch is right only when f
         # happens to take a batch, and is tried on what vectorizing left per-example.
         (VECTORIZE.label, vectorized),

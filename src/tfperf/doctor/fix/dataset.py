@@ -81,6 +81,10 @@ def fix_dataset(
                 raise Skipped("not applicable")
             if checkable and not same_examples(ds, cand):
                 raise Skipped("changes the examples")
+            # A rewrite of a shuffled pipeline's source: its own part checked, unshuffled.
+            pair = getattr(cand, "doctor_check", None)
+            if not checkable and pair is not None and not same_examples(*pair):
+                raise Skipped("changes the examples")
             current = trial_probe("best so far", cfg, best, batch)
             return cand, current, trial_probe(name, cfg, cand, batch)
 

@@ -66,12 +66,36 @@ def rule_shuffle_after_batch(ctx: Evidence) -> list[Finding]:
     return []
 
 
+# Sources a pipeline repeats to pair with every element of a finite dataset (zip): one
+# constant (from_tensors) or a counter (range), not the epochs of the data.
+_BROADCAST_SOURCES = ("TensorDataset", "RangeDataset")
+
+
+def _repeated_for_zip(graph: lint.DatasetGraph, repeat: lint.GraphStage) -> bool:
+    """A repeat of a from_tensors or range source that a zip then pairs with a finite
+    dataset (keras.utils.timeseries_dataset_from_array repeats its array so): the zip
+    ends with the finite one, so no epoch follows another."""
+    stages = graph.stages
+    if repeat.index == 0 or stages[repeat.index - 1].op not in _BROADCAST_SOURCES:
+        return False
+    for st in stages[repeat.index + 1 :]:
+        if st.kind == "shuffle":
+            return False
+        if st.op == "ZipDataset":
+            try:
+                return lint.known_cardinality(lint.prefix_dataset(graph, st)) is not None
+            except Exception:  # noqa: BLE001 - a prefix that cannot stand alone: no claim
+                return False
+    return False
+
+
 @rule("repeat_before_shuffle", "data", 40, order=True)
 def rule_repeat_before_shuffle(ctx: Evidence) -> list[Finding]:
-    """A shuffle after a repeat: its buffer draws from the next epoch before this one ends."""
+    """A shuffle after a repeat: its buffer draws from the next epoch before this one ends.
+    A constant or counter repeated only to be zipped with a finite dataset is no epoch."""
     repeat = None
     for st in ctx.graph.stages:
-        if st.kind == "repeat":
+        if st.kind == "repeat" and not _repeated_for_zip(ctx.graph, st):
             repeat = repeat or st
         elif st.kind == "shuffle" and repeat is not None:
             return [
