@@ -217,9 +217,17 @@ def test_the_fix_candidate_says_which_maps_stay_per_example_and_why(tmp_path):
     files = write_examples(tmp_path)
     png = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, SPEC)["png"])
     ds = png.map(lambda b: tf.io.decode_png(b, channels=3)).map(lambda i: i // 2).batch(8)
-    cands = dict(dataset_candidates(lint.read_graph(ds), ds, None))
-    fixed = cands["vectorize per-example maps"](ds, lint.read_graph(ds))
-    assert "stays per-example: the map decodes images one at a time (DecodePng)" in (
+    from tfperf.doctor.fix.trials import Skipped
+
+    graph = lint.read_graph(ds)
+    cands = dict(dataset_candidates(graph, ds, None))
+    # Nothing vectorized (every map stays per-example): no "vectorize" to keep; the reason.
+    said = r"stays per-example: the map decodes images one at a time \(DecodePng\)"
+    with pytest.raises(Skipped, match=f"nothing vectorized: .*{said}"):
+        cands["vectorize per-example maps"](ds, graph)
+    # The candidate that makes the maps parallel names what failed to vectorize.
+    fixed = cands["parallel maps (also py_function)"](ds, graph)
+    assert "the vectorizer failed: the map decodes images one at a time (DecodePng)" in (
         fixed.doctor_note
     )
     assert same_examples(ds, fixed)

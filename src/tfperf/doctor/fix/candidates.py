@@ -73,7 +73,10 @@ def dataset_candidates(
         return (batch_before_map(g, d) or (None,))[0]
 
     def parallel(d: Any, g: lint.DatasetGraph) -> Any:
-        return None if _options_already_on(d, g) else with_options(d, **_OPTIONS)
+        if _options_already_on(d, g):
+            return None
+        # tf.data's option leaves stateful maps (Python, random ops) sequential.
+        return _noted(with_options(d, **_OPTIONS), g, d, stateless_only=True)
 
     def nondeterministic(d: Any, g: lint.DatasetGraph) -> Any:
         # No parallel stage keeps its order: the rewrite would change nothing.
@@ -85,6 +88,10 @@ def dataset_candidates(
     def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
         result = vectorize_maps(g, d)
         notes = "; ".join(f"{label} stays per-example: {why}" for label, why in result.fallbacks)
+        if result.dataset is not None and not result.done:
+            # Only the fallback applied (the maps made parallel): that is no vectorizing, and
+            # the parallel-map candidates try it under their own name.
+            raise Skipped(f"nothing vectorized: {notes}")
         if result.dataset is None and notes:
             raise Skipped(notes)
         if result.dataset is not None:
@@ -136,6 +143,30 @@ def _ends_in_autotuned_prefetch(graph: lint.DatasetGraph) -> bool:
     return bool(last) and last[0].kind == "prefetch" and last[0].buffer_size == lint.AUTOTUNE
 
 
+def _noted(out: Any, graph: lint.DatasetGraph, ds: Any, *, stateless_only: bool = False) -> Any:
+    """`out` (a rewrite that makes maps parallel) with a note naming each per-example map
+    the vectorizer refused and why ("parallel map#2: the vectorizer failed: ..."), so the
+    report says what really applied (pfor's traces are remembered: no second trace).
+    `stateless_only`: the rewrite leaves maps with Python or random ops sequential."""
+    if out is None:
+        return None
+    try:
+        refused = vectorize_maps(graph, ds).fallbacks
+    except Exception:  # noqa: BLE001 - a function pfor cannot even load: no note
+        refused = []
+    stateful = {s.label for s in graph.stages if s.has_py_func or s.is_random}
+    notes = [
+        f"parallel {label.split(' (')[0]}: "
+        + ("not vectorized" if why.startswith("it comes before") else "the vectorizer failed")
+        + f": {why}"
+        for label, why in refused
+        if not (stateless_only and label in stateful)
+    ]
+    if notes:
+        out.doctor_note = "; ".join(notes)
+    return out
+
+
 def _graph_edits(
     graph: lint.DatasetGraph, budget: int | None = None
 ) -> list[tuple[str, DatasetRewrite]]:
@@ -146,7 +177,7 @@ def _graph_edits(
     if any(s.reads_files and s.kind in ("flat_map", "interleave") for s in graph.stages):
         out.append((PARALLEL_READS.label, lambda d, g: parallel_reads(g, d)))
     if any(s.op == "MapDataset" for s in graph.stages):
-        out.append((PARALLEL_MAPS.label, lambda d, g: parallel_maps(g, d)))
+        out.append((PARALLEL_MAPS.label, lambda d, g: _noted(parallel_maps(g, d), g, d)))
     if any(s.op == "BatchDatasetV2" for s in graph.stages):
         out.append((PARALLEL_BATCH.label, lambda d, g: parallel_batch(g, d)))
     if any(s.kind == "shuffle" for s in graph.stages):

@@ -14,6 +14,7 @@ from tfperf.doctor.fix.candidates import PARALLEL_BATCH
 from tfperf.doctor.fix.runfile import write_run_file
 from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.rules import REWRITES, Rewrite
+from tfperf.doctor.rules.gather import WINDOWS_EDIT
 from tfperf.util.files import write_text_atomic
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
@@ -125,7 +126,25 @@ def _edit(name: str, where: str, lines: list[str], start: int) -> str:
     text = rewrite.edit
     if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
         text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
-    return f"{name}: {where}:{line}: {text}"
+    if kind == "gather" and at is not None and "timeseries_dataset_from_array(" in code[at]:
+        text = WINDOWS_EDIT  # Keras' windows, not rows of from_tensor_slices
+    if kind == "vectorize":
+        text += _parse_hint(code, start)
+    quoted = lines[at if at is not None else 0].strip()
+    # The line it names, quoted: a reader sees at once whether it is the one to edit.
+    return f"{name}: {where}:{line}: {text} (the line: `{quoted}`)"
+
+
+def _parse_hint(code: list[str], start: int) -> str:
+    """'; tf.io.parse_example ...' when the function parses one example at a time (only
+    then: an edit names what the user's code calls, nothing else)."""
+    at = next((i for i, c in enumerate(code) if "parse_single_example(" in c), None)
+    if at is None:
+        return ""
+    return (
+        f"; parse the batch with tf.io.parse_example instead of the tf.io.parse_single_example "
+        f"of line {start + at}"
+    )
 
 
 _KERAS_CACHE = (
@@ -140,6 +159,7 @@ _CALLS = {
     "reads": ("TFRecordDataset(", ".interleave("),
     "batch": (".batch(",),
     "shuffle": (".shuffle(",),
+    "gather": ("timeseries_dataset_from_array(", "from_tensor_slices("),
 }
 
 

@@ -37,6 +37,9 @@ class FixTrial:
     high: float | None = None
     predicted: float | None = None  # the gain the diagnosis expected (its findings' model)
     findings: list[str] = field(default_factory=list)  # codes of the findings it acts on
+    # The best so far's median in the same paired repeats: what `ratio` compares against
+    # (each trial times it afresh; the "(before)" row is the final check's original).
+    baseline: float | None = None
 
 
 @dataclass
@@ -141,7 +144,7 @@ def run_trial(
         return None
     try:
         cand, current, candidate = build()
-        _, m, c = _pair(current, candidate, d, tick, seconds)
+        base, m, c = _pair(current, candidate, d, tick, seconds)
     except Skipped as why:
         trials.append(FixTrial(name, change, None, False, str(why)))
         return None
@@ -153,7 +156,9 @@ def run_trial(
     # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).
     reason += f"; {cand.doctor_note}" if getattr(cand, "doctor_note", "") else ""
     median = m.examples_per_s.median
-    trials.append(FixTrial(name, change, median, c.faster, reason, c.ratio, c.low, c.high))
+    trial = FixTrial(name, change, median, c.faster, reason, c.ratio, c.low, c.high)
+    trial.baseline = base.examples_per_s.median
+    trials.append(trial)
     return cand if c.faster else None
 
 

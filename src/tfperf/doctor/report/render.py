@@ -94,7 +94,9 @@ def render_fix(result: FixResult, console: Console) -> None:
         title += f"; predicted ~{result.predicted:.2f}x"
     t = Table(title=title)
     t.add_column("change", overflow="fold")
-    t.add_column("training examples/s", justify="right")
+    # Each trial's rate beside the best so far's, timed in the same paired repeats: the
+    # ratio is theirs (rows timed at other moments of a busy host do not compare).
+    t.add_column("training examples/s (vs best so far)", justify="right")
     t.add_column("predicted", justify="right")
     t.add_column("measured vs best so far", justify="right")
     t.add_column("kept")
@@ -107,6 +109,8 @@ def render_fix(result: FixResult, console: Console) -> None:
         kept = "[green]yes[/]" if trial.kept else "no"
         predicted = "-" if trial.predicted is None else f"~{trial.predicted:.2f}x"
         rate = number(trial.examples_per_s)
+        if trial.examples_per_s is not None and trial.baseline is not None:
+            rate += f" (vs {number(trial.baseline)})"
         t.add_row(trial.change, rate, predicted, ratio, kept, trial.reason)
     console.print(t)
     if result.code_edits:

@@ -12,8 +12,9 @@ from tfperf.doctor.rules.stage_cost import batchable_map, per_example_parse, sta
 
 VECTORIZE = Rewrite(
     "vectorize per-example maps",
-    "batch first, then map a function that takes the whole batch (tf.io.parse_example "
-    "instead of tf.io.parse_single_example, batched ops)",
+    # fix/pipeline_file.py adds tf.io.parse_example when the user's function parses per
+    # example: the edit names only what the function calls.
+    "batch first, then map a function that takes the whole batch (batched ops)",
     at="vectorize",
 )
 BATCH_FIRST = Rewrite(
