@@ -26,18 +26,21 @@ chromium:
 	    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; }; } || \
 	  echo "chromium not installed: the report's browser test will be skipped"
 
-# The layers contract runs first: an import that points up fails the suite in seconds.
+# The layers contract and the type checker run first: an import that points up or a type
+# error fails the suite in seconds.
 test: $(STAMP) chromium
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info demo_out
+	rm -rf $(VENV) build *.egg-info demo_out .mypy_cache

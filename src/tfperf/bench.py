@@ -41,12 +41,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import RunConfig
 from tfperf.data.corrupt_shards import naming_corrupt_shards
 from tfperf.errors import UserError
 from tfperf.inputs.datasets import (
+    SplitShards,
     ensure_workload_data,
     make_input_dataset,
     split_shards,
@@ -63,6 +64,9 @@ from tfperf.measure import (
     side_by_side,
 )
 from tfperf.util.progress import progress_bar
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 FORMAT = "tfperf.bench/1"
 # Defaults sized so that a whole default bench of the chess workload (six stage prefixes,
@@ -190,8 +194,8 @@ def _label(stage: str) -> str:
 @dataclass
 class _Plan:
     measurement: PipelineMeasurement
-    dataset: Any
-    shards: Any  # inputs.datasets.SplitShards (to name a corrupt shard), or None
+    dataset: tf.data.Dataset
+    shards: SplitShards | None  # to name a corrupt shard
 
 
 def _is_per_example(cfg: RunConfig) -> bool:
@@ -199,7 +203,7 @@ def _is_per_example(cfg: RunConfig) -> bool:
     return cfg.pipeline.parse == "per_example" or bool(wl and wl.per_example)
 
 
-def timed_dataset(cfg: RunConfig, variant: str, stage: str | None, split: str) -> Any:
+def timed_dataset(cfg: RunConfig, variant: str, stage: str | None, split: str) -> tf.data.Dataset:
     """The pipeline `variant` cut after `stage` (None: whole) as bench times it: batches."""
     ds = make_input_dataset(cfg, training=True, split=split, variant=variant, stop_after=stage)
     if stage in _UNBATCHED or (stage == "parse" and _is_per_example(cfg)):
@@ -328,7 +332,7 @@ def service_rates(cfg: RunConfig, report: BenchReport) -> dict[str, Any]:
 
 
 def measure_datasets(
-    datasets: Mapping[str, Any],
+    datasets: Mapping[str, tf.data.Dataset],
     *,
     repeats: int = DEFAULT_REPEATS,
     batches: int = DEFAULT_BATCHES,

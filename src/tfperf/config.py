@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from tfperf.config_errors import format_errors, given_by
-from tfperf.config_service import ServiceConfig, service_conflicts
+from tfperf.config_service import RESUME_WITH_SERVICE, ServiceConfig
 from tfperf.errors import UserError
 
 # The built-in workloads' names (tfperf/workloads registers one class for each): named here,
@@ -214,10 +214,25 @@ class DoctorConfig(_Section):
     min_seconds: float = Field(
         0.5, ge=0, description="each measurement runs at least steps and this many seconds"
     )
-    what_ifs: list[Literal["precision", "batch", "xla"]] = Field(
-        ["precision", "batch", "xla"],
+    what_ifs: list[Literal["precision", "batch", "xla", "steps"]] = Field(
+        ["precision", "batch", "xla", "steps"],
         description="compute what-ifs to time: other precision policies, 4x the batch, the "
-        "train step compiled with XLA (train.jit_compile: true)",
+        "train step compiled with XLA (train.jit_compile: true), the run's own steps per call "
+        "(a fixed train.steps_per_loop) against doctor.steps per call",
+    )
+    fit_steps_per_execution: int | None = Field(
+        None,
+        gt=0,
+        description="set by tfperf.optimize for a handed Keras model: the steps_per_execution "
+        "its model.fit uses, which the steps what-if times",
+    )
+    # Precision and batch size change the numbers a run ends with: --fix applies them only
+    # when allowed; what keeps the results (XLA, steps per call, devices) needs no leave.
+    allow: list[Literal["precision", "batch"]] = Field(
+        [],
+        description="changes --fix may apply although they change the results: precision "
+        "(another dtype policy), batch (a larger pipeline.batch_size; the learning rate must "
+        "follow)",
     )
 
 
@@ -269,6 +284,29 @@ class RunConfig(_Section):
         """Where the value of `key` (e.g. "data.label") came from, for error messages: the
         `--set` item that gave it, else the run file, else "the defaults"."""
         return given_by(key, self._overrides) or self.source or "the defaults"
+
+
+def service_conflicts(cfg: RunConfig) -> list[str]:
+    """(key, problem) texts for settings the service cannot honour in a whole run file."""
+    svc = cfg.pipeline.service
+    if not svc.on:
+        return []
+    out = []
+    if cfg.train.checkpoint_input and "checkpoint_input" in cfg.train.model_fields_set:
+        out.append(
+            "train.checkpoint_input: true cannot be honoured with pipeline.service.mode "
+            f"'{svc.mode}': {RESUME_WITH_SERVICE}; remove train.checkpoint_input or set "
+            "pipeline.service.mode: off"
+        )
+    caches = [k for k in ("cache_records", "cache_preprocessed") if getattr(cfg.pipeline, k)]
+    if svc.mode == "distributed_epoch" and caches:
+        # A worker's cache replays its own share of one epoch instead of asking for splits.
+        out.append(
+            f"pipeline.{caches[0]} cannot be used with pipeline.service.mode "
+            "'distributed_epoch': each worker would cache and replay only the files it was "
+            "handed in the first epoch; turn the cache off or use mode parallel_epochs"
+        )
+    return out
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

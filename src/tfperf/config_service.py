@@ -1,12 +1,13 @@
 """The run file's `pipeline.service` section: whether and how the input pipeline runs on a
-tf.data service (a dispatcher and worker processes started by `tfperf data-service`), and
-the checks that tie it to the other sections. inputs/service.py does the distributing.
+tf.data service (a dispatcher and worker processes started by `tfperf data-service`). The
+checks that tie it to the other sections are config.py's (service_conflicts);
+inputs/service.py does the distributing.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -92,26 +93,3 @@ class ServiceConfig(BaseModel):
     def target(self) -> str:
         """HOST:PORT (the address without its protocol)."""
         return (self.address or "").removeprefix("grpc://")
-
-
-def service_conflicts(cfg: Any) -> list[str]:
-    """(key, problem) texts for settings the service cannot honour in a whole run file."""
-    svc = cfg.pipeline.service
-    if not svc.on:
-        return []
-    out = []
-    if cfg.train.checkpoint_input and "checkpoint_input" in cfg.train.model_fields_set:
-        out.append(
-            "train.checkpoint_input: true cannot be honoured with pipeline.service.mode "
-            f"'{svc.mode}': {RESUME_WITH_SERVICE}; remove train.checkpoint_input or set "
-            "pipeline.service.mode: off"
-        )
-    caches = [k for k in ("cache_records", "cache_preprocessed") if getattr(cfg.pipeline, k)]
-    if svc.mode == "distributed_epoch" and caches:
-        # A worker's cache replays its own share of one epoch instead of asking for splits.
-        out.append(
-            f"pipeline.{caches[0]} cannot be used with pipeline.service.mode "
-            "'distributed_epoch': each worker would cache and replay only the files it was "
-            "handed in the first epoch; turn the cache off or use mode parallel_epochs"
-        )
-    return out

@@ -10,19 +10,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
+
+if TYPE_CHECKING:  # Keras and TensorFlow load with the model; a hook module stays light
+    import keras
+    import tensorflow as tf
+
+    from tfperf.config import RunConfig
 
 
 @dataclass
 class RunState:
     """What the loop shares with its hooks; `step` is the global step after the last call."""
 
-    cfg: Any  # tfperf.config.RunConfig
-    model: Any  # keras.Model
-    optimizer: Any  # keras.optimizers.Optimizer
-    strategy: Any  # tf.distribute.Strategy
+    cfg: RunConfig
+    model: keras.Model
+    optimizer: keras.Optimizer
+    strategy: tf.distribute.Strategy
     step: int
     out_dir: Path
     train_writer: Any  # tf.summary writer for logs/train (a no-op writer on non-chief workers)

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
-from typing import Annotated, Any, TextIO, TypeVar
+from typing import Annotated, Any, ParamSpec, TextIO, TypeVar
 
 import typer
 from rich.console import Console
@@ -24,6 +24,8 @@ from tfperf.errors import UserError
 
 console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 RunFileArg = Annotated[
     str | None,
@@ -173,11 +175,11 @@ def print_error(message: str) -> None:
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
-def user_errors(fn: F) -> F:
+def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Prints UserError (and friends) as one line and exits 2; Ctrl-C exits 130."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             with others_print_to_stderr():
                 return fn(*args, **kwargs)
@@ -188,7 +190,7 @@ def user_errors(fn: F) -> F:
             console.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def command(app: typer.Typer, name: str, help: str, short_help: str) -> Callable[[F], F]:

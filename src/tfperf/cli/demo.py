@@ -116,9 +116,9 @@ def demo(
     table.add_row("checkpoints", str(result.checkpoint_dir))
     table.add_row("logs", str(result.log_dir))
     table.add_row("run file", str(runfile))
-    out = stdout_console()
-    out.print(table)
-    out.print(f"open TensorBoard: tensorboard --logdir {result.log_dir}", markup=False)
+    report = stdout_console()
+    report.print(table)
+    report.print(f"open TensorBoard: tensorboard --logdir {result.log_dir}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from tfperf.cli.common import (
     stdout_console,
     user_errors,
 )
+from tfperf.config import RunConfig
 from tfperf.errors import UserError
 
 
@@ -140,7 +141,7 @@ def evaluate(
 
 
 def _once(
-    cfg: Any, all_: bool, checkpoint: str | None, max_batches: int | None, json_out: bool
+    cfg: RunConfig, all_: bool, checkpoint: str | None, max_batches: int | None, json_out: bool
 ) -> None:
     from tfperf.train.checkpoints.folder import ready_checkpoints, resolve_prefix
     from tfperf.train.evaluator import Evaluator, run_paths

@@ -9,10 +9,9 @@ import inspect
 import re
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from tfperf.cli.common import quiet_tensorflow
 
@@ -60,7 +59,7 @@ def _first_sentence(text: str) -> str:
     return re.split(r"(?<=[.!?])\s", first, maxsplit=1)[0]
 
 
-def polish_help(cmd: click.Command) -> None:
+def polish_help(cmd: TyperCommand | TyperGroup) -> None:
     """Reflows `cmd`'s help and escapes rich markup in every help text of `cmd`, its
     options and its subcommands: brackets and braces show as written."""
     if cmd.short_help or cmd.help:
@@ -69,8 +68,8 @@ def polish_help(cmd: click.Command) -> None:
     if cmd.help:
         cmd.help = escape(reflow(cmd.help))
     for param in cmd.params:
-        if getattr(param, "help", None):
-            param.help = escape(param.help)  # type: ignore[attr-defined]
+        if isinstance(param, TyperOption | TyperArgument) and param.help:
+            param.help = escape(param.help)
     for sub in getattr(cmd, "commands", {}).values():
         polish_help(sub)
 

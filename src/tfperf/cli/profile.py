@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(data)
             return
-        out = stdout_console()
+        console = stdout_console()
         lines = [
             f"profiled steps {start}-{stop} of {cfg.source or 'the run'}",
             f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir {result.log_dir})",
@@ -101,4 +101,4 @@ def register(app: typer.Typer) -> None:
         if prof.note:
             lines.append(f"note: {prof.note}")
         for line in lines:
-            out.print(line, markup=False, highlight=False)
+            console.print(line, markup=False, highlight=False)

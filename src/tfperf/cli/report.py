@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from tfperf.cli.common import command, console, report_stream
+from tfperf.config import RunConfig
 
 HELP = """Write one HTML file that shows a run, from what tfperf left in its run folder (a run
 file's train.out_dir): the doctor's verdict; examples/s of the pipeline alone, the compute
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
         out.flush()
 
 
-def leave_for_report(cfg: Any, data: dict[str, Any], html_out: str | None) -> None:
+def leave_for_report(cfg: RunConfig, data: dict[str, Any], html_out: str | None) -> None:
     """Saves a doctor's --json `data` as {train.out_dir}/doctor.json for `tfperf report`
     and, with `html_out`, writes that report there (said on stderr: stdout is the doctor's)."""
     from tfperf.doctor.report.saved import save_result

@@ -20,7 +20,7 @@ import logging
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import PipelineConfig
 from tfperf.data.pipeline_sizes import (
@@ -31,6 +31,9 @@ from tfperf.data.pipeline_sizes import (
     record_bytes,
     warn_if_cache_exceeds_ram,
 )
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # The doctor's RAM rule reads the shuffle budget from here (pipeline_sizes has the rest).
 __all__ = [
@@ -78,9 +81,9 @@ def make_dataset(
     input_context: Any = None,
     batch_size: int | None = None,
     stop_after: str | None = None,
-    remote: Callable[[Any], Any] | None = None,
+    remote: Callable[[tf.data.Dataset], tf.data.Dataset] | None = None,
     keep_remainder: bool = False,
-) -> Any:
+) -> tf.data.Dataset:
     """The tuned input pipeline over TFRecord `files`.
 
     parse: batched parse of a [B] string tensor (Schema.parse_batch);
@@ -195,7 +198,7 @@ def _stages(p: _Pipeline) -> list[tuple[str, Stage]]:
 
 
 # ---- read: list shards -> shard by worker -> shuffle file order -> interleave reads -------
-def _read(_: Any, p: _Pipeline) -> Any:
+def _read(_: None, p: _Pipeline) -> tf.data.Dataset:
     ds = _list_shards(p)
     ds = _shard_files_by_worker(ds, p)
     ds = _shuffle_files(ds, p)
@@ -203,13 +206,13 @@ def _read(_: Any, p: _Pipeline) -> Any:
     return _shard_records_by_worker(ds, p)
 
 
-def _list_shards(p: _Pipeline) -> Any:
+def _list_shards(p: _Pipeline) -> tf.data.Dataset:
     import tensorflow as tf
 
     return tf.data.Dataset.from_tensor_slices(list(p.files))
 
 
-def _shard_files_by_worker(ds: Any, p: _Pipeline) -> Any:
+def _shard_files_by_worker(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Each worker reads its own files, so no record is read twice across workers.
     if p.workers <= 1:
         return ds
@@ -223,14 +226,14 @@ def _shard_files_by_worker(ds: Any, p: _Pipeline) -> Any:
     return ds
 
 
-def _shuffle_files(ds: Any, p: _Pipeline) -> Any:
+def _shuffle_files(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # A new file order each epoch spreads shard-level correlation (training only).
     if p.training and p.options.shuffle_files and len(p.files) > 1:
         return ds.shuffle(len(p.files), seed=p.seed, reshuffle_each_iteration=True)
     return ds
 
 
-def _interleave_reads(ds: Any, p: _Pipeline) -> Any:
+def _interleave_reads(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     import tensorflow as tf
 
     opts = p.options
@@ -266,7 +269,7 @@ def _interleave_reads(ds: Any, p: _Pipeline) -> Any:
     return ds.unbatch() if block > 1 else ds  # back to records, for the record shuffle
 
 
-def _shard_records_by_worker(ds: Any, p: _Pipeline) -> Any:
+def _shard_records_by_worker(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Fewer files than workers: each worker keeps every n-th record instead.
     if p.workers > 1 and len(p.files) < p.workers:
         return ds.shard(p.workers, p.input_context.input_pipeline_id)
@@ -274,7 +277,7 @@ def _shard_records_by_worker(ds: Any, p: _Pipeline) -> Any:
 
 
 # ---- records: [cache] -> shuffle -> repeat -------------------------------------------------
-def _cache_records(ds: Any, p: _Pipeline) -> Any:
+def _cache_records(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Raw records are cheap to keep: caching here saves disk reads, keeps shuffling fresh.
     cache = p.options.cache_records
     if cache:
@@ -282,7 +285,7 @@ def _cache_records(ds: Any, p: _Pipeline) -> Any:
     return ds
 
 
-def _shuffle_records(ds: Any, p: _Pipeline) -> Any:
+def _shuffle_records(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Shuffle records within a RAM budget: an oversized buffer makes the machine swap.
     opts = p.options
     if not (p.training and opts.shuffle_buffer > 1):
@@ -300,7 +303,7 @@ def _shuffle_records(ds: Any, p: _Pipeline) -> Any:
     return ds
 
 
-def _repeat(ds: Any, p: _Pipeline) -> Any:
+def _repeat(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Repeat before batch so that batches never straddle a short epoch end. With
     # cache_preprocessed the repeat moves after the cache: a cache fed an endless stream
     # never finishes its first epoch, so it only grows and is never read back.
@@ -310,7 +313,7 @@ def _repeat(ds: Any, p: _Pipeline) -> Any:
 
 
 # ---- batches: batch -> parse -> preprocess (or, per example: parse -> preprocess -> batch) --
-def _batch(ds: Any, p: _Pipeline) -> Any:
+def _batch(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Batch first: later maps then pay their per-call overhead once per batch.
     return ds.batch(
         p.batch,
@@ -320,19 +323,19 @@ def _batch(ds: Any, p: _Pipeline) -> Any:
     )
 
 
-def _parse_batches(ds: Any, p: _Pipeline) -> Any:
+def _parse_batches(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # One vectorized parse_example for the whole batch.
     return ds.map(p.parse, num_parallel_calls=p.parallelism, deterministic=p.deterministic)
 
 
-def _preprocess_batches(ds: Any, p: _Pipeline) -> Any:
+def _preprocess_batches(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # The workload's preprocessing, on whole batches, in parallel.
     if p.preprocess is None:
         return ds
     return ds.map(p.preprocess, num_parallel_calls=p.parallelism, deterministic=p.deterministic)
 
 
-def _parse_examples(ds: Any, p: _Pipeline) -> Any:
+def _parse_examples(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     import tensorflow as tf
 
     parse = p.parse
@@ -340,7 +343,7 @@ def _parse_examples(ds: Any, p: _Pipeline) -> Any:
     return ds.map(one, num_parallel_calls=p.parallelism, deterministic=p.deterministic)
 
 
-def _preprocess_examples(ds: Any, p: _Pipeline) -> Any:
+def _preprocess_examples(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     par, deterministic = p.parallelism, p.deterministic
     if p.preprocess_example is not None:
         ds = ds.map(p.preprocess_example, num_parallel_calls=par, deterministic=deterministic)
@@ -352,7 +355,7 @@ def _preprocess_examples(ds: Any, p: _Pipeline) -> Any:
 
 
 # ---- output: [cache] -> prefetch -----------------------------------------------------------
-def _cache(ds: Any, p: _Pipeline) -> Any:
+def _cache(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     # Caching after preprocessing replays deterministic work for free in later epochs;
     # it freezes the order within the cache, so the caller opts in.
     cache = p.options.cache_preprocessed
@@ -370,7 +373,7 @@ def _cache(ds: Any, p: _Pipeline) -> Any:
     return ds
 
 
-def _prefetch(ds: Any, p: _Pipeline) -> Any:
+def _prefetch(ds: tf.data.Dataset, p: _Pipeline) -> tf.data.Dataset:
     import tensorflow as tf
 
     # Prefetch overlaps input with the step that consumes it.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -366,7 +366,7 @@ def _check_value(f: Feature, value: Any, index: int | None) -> Any:
     return arr.astype(target, copy=False)
 
 
-DTYPES: tuple[str, ...] = DType.__args__  # type: ignore[attr-defined]
+DTYPES: tuple[str, ...] = get_args(DType)
 
 
 def check_dtype(text: str, where: str) -> str:

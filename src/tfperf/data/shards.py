@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # Shards are written under the same hidden temporary names as every atomic write.
 from tfperf.util.files import temp_name as temp_name
@@ -70,7 +71,7 @@ class ShardPlan:
     def num_shards(self) -> int:
         return len(self.spans)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "num_rows": self.num_rows,
             "records_per_shard": self.records_per_shard,
@@ -78,7 +79,7 @@ class ShardPlan:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> ShardPlan:
+    def from_dict(cls, data: dict[str, Any]) -> ShardPlan:
         b = data["bounds"]
         spans = tuple(ShardSpan(i, b[i], b[i + 1]) for i in range(len(b) - 1))
         return cls(data["num_rows"], data["records_per_shard"], spans)

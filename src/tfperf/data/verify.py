@@ -79,7 +79,7 @@ class _GzipStream:
                 rest = self.z.unused_data + self.f.read()
                 if rest:  # concatenated gzip members
                     self.z = zlib.decompressobj(wbits=31)
-                    self.f = io.BytesIO(rest)  # type: ignore[assignment]
+                    self.f = io.BytesIO(rest)
 
     def read(self, n: int) -> bytes:
         self._fill(n)

@@ -10,7 +10,7 @@ import functools
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import RunConfig
 from tfperf.data.corrupt_shards import skipped_records
@@ -28,6 +28,9 @@ from tfperf.inputs.service import (
 from tfperf.inputs.user_code import call_user
 from tfperf.util.imports import load_object
 from tfperf.workloads import Workload, get_workload
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 @dataclass
@@ -69,14 +72,17 @@ def workload_of(cfg: RunConfig) -> Workload | None:
 def ensure_workload_data(cfg: RunConfig, *, progress: bool = True) -> Path:
     """Generates and converts a built-in workload's data when its manifest is missing."""
     root = data_dir(cfg)
-    if manifest_path(root).exists() or not cfg.workload:
+    if manifest_path(root).exists():
+        return root
+    workload = workload_of(cfg)
+    if workload is None:
         return root
     # The writer (worker pool, readers) is imported on first use: only a missing dataset
     # needs it, and `tfperf --help` imports this module.
     from tfperf.inputs.workload_data import write_workload_data
 
     write_workload_data(
-        workload_of(cfg),
+        workload,
         root,
         examples=cfg.data.examples,
         eval_examples=cfg.data.eval_examples,
@@ -177,7 +183,7 @@ def make_input_dataset(
     batch_size: int | None = None,
     stop_after: str | None = None,
     epoch_counter: EpochCounter | None = None,
-) -> Any:
+) -> tf.data.Dataset:
     """(features, labels) batches for the run file: tuned, original or the user's own.
     With pipeline.service on, the whole pipeline (not a stop_after prefix) runs on the
     service's workers up to its final prefetch, and the service, not `input_context`,

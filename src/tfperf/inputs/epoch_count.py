@@ -6,7 +6,10 @@ iteration ends, before the local repeat starts the next one."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _SLOTS = 4096  # epochs remembered between two reads (a read comes after every train call)
 
@@ -25,7 +28,7 @@ class EpochCounter:
             self.per_epoch = tf.Variable(tf.zeros([_SLOTS], tf.int64), trainable=False)
         self.read = 0  # epochs already returned by finished()
 
-    def counted(self, ds: Any, batched: bool) -> Any | None:
+    def counted(self, ds: tf.data.Dataset, batched: bool) -> tf.data.Dataset | None:
         """`ds` (one epoch from the service) counting its examples, then noting the epoch's
         end; None when its elements are not plain tensors (no end marker can be built)."""
         import tensorflow as tf

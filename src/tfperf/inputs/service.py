@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import PipelineConfig, RunConfig
 from tfperf.config_service import ServiceConfig
 from tfperf.errors import UserError
 from tfperf.inputs.epoch_count import EpochCounter
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _GET_WORKERS = "/tensorflow.data.DispatcherService/GetWorkers"
 _workers_seen: dict[str, int] = {}  # dispatcher HOST:PORT -> workers, once it has answered
@@ -136,7 +139,7 @@ def distributed_options(
     return files, opts.model_copy(update=update)
 
 
-def _refuse_python(ds: Any, cfg: RunConfig) -> None:
+def _refuse_python(ds: tf.data.Dataset, cfg: RunConfig) -> None:
     """A pipeline that calls Python cannot run on the workers: they get its graph only."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
@@ -171,14 +174,14 @@ def _policy(svc: ServiceConfig, training: bool) -> Any:
 
 
 def to_service(
-    ds: Any,
+    ds: tf.data.Dataset,
     cfg: RunConfig,
     *,
     training: bool,
     batch: int,
     one_epoch: bool = False,
     counter: EpochCounter | None = None,
-) -> Any:
+) -> tf.data.Dataset:
     """`ds` (every stage but the final prefetch) run on the service's workers. With
     `one_epoch` (distributed_epoch training: `ds` is one epoch, its last batch partial),
     the epochs are repeated and rebatched here, each counted by `counter` when given."""
@@ -209,7 +212,9 @@ def to_service(
     return ds
 
 
-def user_pipeline_to_service(ds: Any, cfg: RunConfig, *, training: bool, spec: str) -> Any:
+def user_pipeline_to_service(
+    ds: tf.data.Dataset, cfg: RunConfig, *, training: bool, spec: str
+) -> tf.data.Dataset:
     """A data.pipeline function's dataset (or a workload's original pipeline) on the service:
     its final prefetch (and the options above it) stay here, the rest runs on the workers."""
     import tensorflow as tf

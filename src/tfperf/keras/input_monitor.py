@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import keras
 import tensorflow as tf
@@ -33,6 +33,9 @@ from tfperf.observe.feed import (
 )
 from tfperf.observe.summaries import make_writer, write_scalars
 from tfperf.util.format import plural
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Calls between two reads of tf.data's model (~0.3 ms each) besides the logged points: a
 # short epoch's iterator may be exhausted, its model gone, by the next logged point.
@@ -147,14 +150,14 @@ class InputMonitor(keras.callbacks.Callback):
         self._writer: Any = None
         self._original: Any = None
 
-    def monitor(self, ds: Any) -> Any:
+    def monitor(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         """`tfperf.keras.monitor(ds)` tied to this callback (no guessing which dataset fit
         trains on when several are monitored)."""
         self._own = InputMeter()
         return monitor(ds, self._own)
 
     # ---- Keras hooks -------------------------------------------------------------------
-    def on_train_begin(self, logs: dict | None = None) -> None:
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.summary = FitInputSummary()
         self._calls, self._step = 0, 0
         self._iterator: Any = None
@@ -179,7 +182,7 @@ class InputMonitor(keras.callbacks.Callback):
 
         self.model.train_function = timed_train_function
 
-    def on_train_end(self, logs: dict | None = None) -> None:
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         if self._original is not None:
             self.model.train_function = self._original
             self._original = None

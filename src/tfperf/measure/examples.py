@@ -9,7 +9,10 @@ from __future__ import annotations
 import collections
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 MAX_COMPARE = 20_000  # examples the doctor compares for its multiset check
 SHOW = 3  # differing examples shown per side in a message
@@ -70,7 +73,7 @@ def element_rows(element: Any, batched: bool | None = None) -> list[Row]:
         shapes = ", ".join(f"{n}: {_shape(v)}" for n, v in leaves)
         raise ValueError(f"batched=True, but the tensors differ in their first dimension: {shapes}")
     # v[i, ...] keeps a numpy row an array (v[i] of strings would be a bare bytes object).
-    rows = range(dims.pop())
+    rows = range(dims.pop() or 0)  # one leading dimension, never None (checked above)
     return [
         [(name, v[i] if isinstance(v, list) else v[i, ...]) for name, v in leaves] for i in rows
     ]
@@ -130,17 +133,21 @@ class Examples:
     """The examples of one pass: counts by key, the readable form of each distinct one (when
     asked for), how many there were and whether the pass stopped at the limit."""
 
-    counts: collections.Counter
+    counts: collections.Counter[bytes]
     shown: dict[bytes, str]
     total: int
     truncated: bool
 
 
 def collect_examples(
-    ds: Any, *, limit: int | None = MAX_COMPARE, batched: bool | None = None, readable: bool = False
+    ds: tf.data.Dataset,
+    *,
+    limit: int | None = MAX_COMPARE,
+    batched: bool | None = None,
+    readable: bool = False,
 ) -> Examples:
     """One pass over `ds` (stopping after the element that reaches `limit` examples)."""
-    counts: collections.Counter = collections.Counter()
+    counts: collections.Counter[bytes] = collections.Counter()
     shown: dict[bytes, str] = {}
     n = 0
     for element in ds:
@@ -155,7 +162,7 @@ def collect_examples(
     return Examples(counts, shown, n, False)
 
 
-def example_multiset(ds: Any, limit: int = MAX_COMPARE) -> collections.Counter:
+def example_multiset(ds: tf.data.Dataset, limit: int = MAX_COMPARE) -> collections.Counter[bytes]:
     """Each example of `ds` (batches split into rows), counted by its key."""
     return collect_examples(ds, limit=limit).counts
 
@@ -178,7 +185,7 @@ class ExampleDiff:
         return self.missing_a == 0 and self.missing_b == 0
 
 
-def batched_pair(a: Any, b: Any) -> tuple[bool | None, bool | None]:
+def batched_pair(a: tf.data.Dataset, b: tf.data.Dataset) -> tuple[bool | None, bool | None]:
     """Which of two datasets yields batches, from their element specs: when every tensor of
     one has exactly one dimension more than the other's, that one is batched and the other
     not; otherwise (None, None): each element decides (see `element_rows`)."""
@@ -188,11 +195,11 @@ def batched_pair(a: Any, b: Any) -> tuple[bool | None, bool | None]:
     if specs[0] is None or specs[1] is None:
         return None, None
     flat_a, flat_b = (tf.nest.flatten(spec) for spec in specs)
-    ranks = [
+    shapes = [
         (getattr(x, "shape", None), getattr(y, "shape", None))
         for x, y in zip(flat_a, flat_b, strict=False)
     ]
-    ranks = [(x.rank, y.rank) for x, y in ranks if x is not None and y is not None]
+    ranks = [(x.rank, y.rank) for x, y in shapes if x is not None and y is not None]
     if len(flat_a) != len(flat_b) or len(ranks) != len(flat_a) or any(None in r for r in ranks):
         return None, None
     if all(x == y + 1 for x, y in ranks):
@@ -203,8 +210,8 @@ def batched_pair(a: Any, b: Any) -> tuple[bool | None, bool | None]:
 
 
 def compare_examples(
-    a: Any,
-    b: Any,
+    a: tf.data.Dataset,
+    b: tf.data.Dataset,
     *,
     limit: int | None = MAX_COMPARE,
     batched: bool | None = None,
@@ -227,6 +234,8 @@ def compare_examples(
     )
 
 
-def same_examples(a: Any, b: Any, *, limit: int | None = MAX_COMPARE) -> bool:
+def same_examples(
+    a: tf.data.Dataset, b: tf.data.Dataset, *, limit: int | None = MAX_COMPARE
+) -> bool:
     """True when one pass of `a` and of `b` yield the same multiset of examples."""
     return compare_examples(a, b, limit=limit, show=0).same

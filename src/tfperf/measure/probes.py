@@ -16,10 +16,13 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
 from tfperf.measure.runs import Measurement, Run
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # A step runner: runs `n` train steps pulling from `iterator`; returns the seconds it
 # waited for input (0.0 when it does not know). Reading its result must wait for the steps.
@@ -38,7 +41,7 @@ def leading_dim(element: Any) -> int:
     return int(shape[0]) if shape.rank else 1
 
 
-def repeat_if_finite(ds: Any) -> Any:
+def repeat_if_finite(ds: tf.data.Dataset) -> tf.data.Dataset:
     """`ds` repeated when it ends (restarting is part of an epoch's cost); as is otherwise."""
     import tensorflow as tf
 
@@ -47,7 +50,7 @@ def repeat_if_finite(ds: Any) -> Any:
     return ds.repeat()
 
 
-def cached_batch(ds: Any) -> Any:
+def cached_batch(ds: tf.data.Dataset) -> tf.data.Dataset:
     """The compute limit's input: the first element of `ds` from memory, forever
     (`take(1).cache().repeat()` keeps the element spec, so a step is not re-traced)."""
     return ds.take(1).cache().repeat()
@@ -99,7 +102,7 @@ class Probe:
 
 def pipeline_probe(
     name: str,
-    ds: Any,
+    ds: tf.data.Dataset,
     *,
     batches: int,
     warmup: int,
@@ -140,7 +143,7 @@ def pipeline_probe(
 def training_probe(
     name: str,
     run_steps: StepRunner,
-    ds: Any,
+    ds: tf.data.Dataset,
     *,
     steps: int,
     warmup: int,
@@ -157,15 +160,27 @@ def training_probe(
     def run_once() -> Run:
         it = iter(ds)
         try:
-            run_steps(it, max(1, warmup))
-            run_steps(it, max(1, warmup))
+            per_call = steps
+            if time_limit is None:
+                run_steps(it, max(1, warmup))
+                run_steps(it, max(1, warmup))
+            else:
+                # Under a time limit a call cannot be cut short: one step traces, one more is
+                # timed, and calls are sized to a quarter of the limit (a step of seconds,
+                # e.g. an emulated float16 matmul on a CPU, must not blow the budget).
+                run_steps(it, 1)
+                t0 = time.perf_counter()
+                run_steps(it, 1)
+                step_s = max(1e-6, time.perf_counter() - t0)
+                per_call = max(1, min(steps, int(time_limit / 4 / step_s)))
+                run_steps(it, max(1, min(warmup, per_call)))
             wait = 0.0
             done = 0
             with _Timer() as t:
                 start = time.perf_counter()
                 while _more(done, 1, time.perf_counter() - start, min_seconds, time_limit):
-                    wait += float(run_steps(it, steps))
-                    done += steps
+                    wait += float(run_steps(it, per_call))
+                    done += per_call
         finally:
             del it
         return Run(t.seconds, done, done * examples_per_step, t.cpu, wait)

@@ -25,9 +25,9 @@ class ChildDied(RuntimeError):
 @dataclass
 class Child:
     name: str  # "dispatcher", "worker 1", ...
-    proc: subprocess.Popen
+    proc: subprocess.Popen[str]
     address: str = ""  # grpc://HOST:PORT once it serves
-    lines: queue.Queue = field(default_factory=queue.Queue)
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
 
     def describe_exit(self) -> str:
         code = self.proc.returncode
@@ -50,7 +50,7 @@ def _spawn(name: str, cmd: list[str]) -> Child:
     return child
 
 
-def _read_lines(stream: IO[str], lines: queue.Queue) -> None:
+def _read_lines(stream: IO[str], lines: queue.Queue[str]) -> None:
     # Drained to the end so that a child never blocks on a full pipe.
     for line in stream:
         lines.put(line)

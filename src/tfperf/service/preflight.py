@@ -61,7 +61,8 @@ def _holder(port: int) -> str:
     except psutil.AccessDenied:
         return ""
     for conn in conns:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+        laddr = conn.laddr  # () for a socket not bound to an address
+        if conn.status == psutil.CONN_LISTEN and laddr and laddr.port == port and conn.pid:
             try:
                 return f", held by PID {conn.pid} ({psutil.Process(conn.pid).name()})"
             except psutil.Error:

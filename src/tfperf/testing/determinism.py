@@ -5,10 +5,13 @@ from its graph (what the same code gives in a new process)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
 from tfperf.measure.examples import named_leaves, render_value, to_value
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _END = object()
 _CAUSES = (
@@ -18,7 +21,12 @@ _CAUSES = (
 )
 
 
-def assert_deterministic(ds_or_fn: Any, seed: int | None = None, *, elements: int = 1000) -> None:
+def assert_deterministic(
+    ds_or_fn: tf.data.Dataset | Callable[[int], tf.data.Dataset],
+    seed: int | None = None,
+    *,
+    elements: int = 1000,
+) -> None:
     """Asserts that two passes yield the same elements in the same order (the first
     `elements` elements, or the whole pass when it is shorter).
 
@@ -107,7 +115,7 @@ _SEEDED = {
 }
 
 
-def _graph_copy(ds: Any) -> Any:
+def _graph_copy(ds: tf.data.Dataset) -> tf.data.Dataset:
     """A new dataset from `ds`'s serialized graph: fresh iterators, seeds as built."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2

@@ -3,15 +3,18 @@ the doctor's --fix applies to each rewrite (tfperf.measure.examples), with a mes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tfperf.errors import UserError
 from tfperf.measure.examples import SHOW, ExampleDiff, compare_examples
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 def assert_same_examples(
-    ds_a: Any,
-    ds_b: Any,
+    ds_a: tf.data.Dataset,
+    ds_b: tf.data.Dataset,
     *,
     limit: int | None = None,
     batched: bool | None = None,
@@ -61,7 +64,7 @@ def failure_message(diff: ExampleDiff) -> str:
     return "\n".join(lines)
 
 
-def _check_finite(name: str, ds: Any) -> None:
+def _check_finite(name: str, ds: tf.data.Dataset) -> None:
     import tensorflow as tf
 
     if not isinstance(ds, tf.data.Dataset):

@@ -4,16 +4,19 @@ ratios judged by `compare`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
 from tfperf.measure import DEFAULT_MIN_GAIN, Comparison, compare, pipeline_probe, side_by_side
 from tfperf.util.format import number
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 def assert_pipeline_faster(
-    a: Any,
-    b: Any,
+    a: tf.data.Dataset,
+    b: tf.data.Dataset,
     *,
     batches: int = 20,
     warmup: int = 5,

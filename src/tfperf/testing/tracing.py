@@ -42,7 +42,7 @@ def assert_no_retrace(fn: Any, inputs: Iterable[Any], *, traces: int = 1) -> Non
 
 
 def _message(
-    fn: Any, call: int, args: tuple, traced: list[tuple[int, str]], n: int, traces: int
+    fn: Any, call: int, args: tuple[Any, ...], traced: list[tuple[int, str]], n: int, traces: int
 ) -> str:
     lines = [
         f"{_name(fn)} traced again at call {call} (counting from 0): {n} traces, at most "

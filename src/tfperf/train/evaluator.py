@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -27,6 +27,9 @@ from tfperf.train.run_input import first_of
 from tfperf.train.warm_start import read_checkpoint_variables
 from tfperf.util.progress import progress_bar
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 console = Console(stderr=True, soft_wrap=True)  # log lines stay whole (greppable)
 
 
@@ -40,7 +43,7 @@ def run_paths(cfg: RunConfig) -> tuple[Path, Path, Path]:
     return dirs.out_dir, dirs.checkpoint_dir, dirs.eval_logs
 
 
-def eval_dataset(cfg: RunConfig, max_batches: int | None = None) -> Any:
+def eval_dataset(cfg: RunConfig, max_batches: int | None = None) -> tf.data.Dataset:
     """The eval split's batches (eval.batch_size), which must end unless `max_batches`."""
     import tensorflow as tf
 

@@ -36,7 +36,7 @@ TERMINATE_TIMEOUT = 30
 
 def spawn_evaluator(
     runfile: str, overrides: Sequence[str], *, log_path: str | Path | None = None
-) -> subprocess.Popen:
+) -> subprocess.Popen[bytes]:
     """Starts the watching evaluator for RUNFILE (with the same --set values) as a child
     process on the CPU (GPUs hidden before TensorFlow loads), logging to
     {out_dir}/logs/evaluator.log by default. It exits by itself after the FINAL
@@ -55,7 +55,7 @@ def spawn_evaluator(
         )
 
 
-def finish_evaluator(child: subprocess.Popen, *, normal: bool) -> tuple[int | None, bool]:
+def finish_evaluator(child: subprocess.Popen[bytes], *, normal: bool) -> tuple[int | None, bool]:
     """After a normal end the evaluator sees FINAL, evaluates the last checkpoint and exits;
     otherwise it would watch forever, so it is stopped. Returns (its exit status, whether
     it was stopped here)."""
@@ -113,7 +113,8 @@ def _last_error(log_path: Path, offset: int) -> str | None:
         return None
     lines = [ln for ln in lines if ln]
     errors = [ln for ln in lines if ln.startswith("error:")]
-    return (errors or lines or [None])[-1]
+    last = errors or lines
+    return last[-1] if last else None
 
 
 class EvaluatorChild(Hook):

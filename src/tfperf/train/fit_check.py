@@ -10,8 +10,9 @@ import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.inputs.user_code import describe_failure
 from tfperf.train.label_range import explain, from_kernel_error, label_span, out_of_range
@@ -19,12 +20,15 @@ from tfperf.train.model import adapt_features, zeros_batch
 from tfperf.train.objectives import Objective, binary_or_sparse
 from tfperf.util.imports import load_object
 
+if TYPE_CHECKING:
+    import keras
+
 
 class FitError(UserError):
     """The run file's model does not fit its data (inputs, output or labels)."""
 
 
-def _shape(spec: Any, batch: int) -> tuple:
+def _shape(spec: Any, batch: int) -> tuple[int | None, ...]:
     """A static shape with an unknown batch axis shown as the batch size."""
     dims = list(spec.shape.as_list()) if spec.shape.rank is not None else []
     return tuple(batch if (i == 0 and d is None) else d for i, d in enumerate(dims))
@@ -38,7 +42,7 @@ def _shapes(struct: Any, batch: int) -> str:
     return str(_shape(struct, batch))
 
 
-def model_home(cfg: Any) -> str:
+def model_home(cfg: RunConfig) -> str:
     """Where the model is written: the model.name function's file, or the workload."""
     if not cfg.model.name:
         return f"workload {cfg.workload}'s model"
@@ -51,7 +55,7 @@ def model_home(cfg: Any) -> str:
 
 
 # ---- the batch structure ---------------------------------------------------------------------
-def split_batch(cfg: Any, spec: Any) -> tuple[Any, Any]:
+def split_batch(cfg: RunConfig, spec: Any) -> tuple[Any, Any]:
     """(features spec, labels spec) of the dataset's batches, or a FitError saying how to
     make (features, labels) pairs."""
     if isinstance(spec, (tuple, list)) and len(spec) == 2:
@@ -77,7 +81,7 @@ def split_batch(cfg: Any, spec: Any) -> tuple[Any, Any]:
 
 
 # ---- the model on one batch of zeros ---------------------------------------------------------
-def _input_names(model: Any) -> list[str]:
+def _input_names(model: keras.Model) -> list[str]:
     struct = getattr(model, "_inputs_struct", None)  # a functional model's input structure
     if isinstance(struct, dict):
         return sorted(struct)
@@ -85,7 +89,7 @@ def _input_names(model: Any) -> list[str]:
     return [getattr(t, "name", "").split(":")[0] for t in inputs]
 
 
-def _unbatched(model: Any, features_spec: Any) -> bool:
+def _unbatched(model: keras.Model, features_spec: Any) -> bool:
     """Whether every feature has one axis fewer than the model input that takes it: the
     pipeline then yields single examples (a missing .batch), not batches."""
     import tensorflow as tf
@@ -124,7 +128,7 @@ def _real_shapes(features: Any) -> str:
 
 
 def run_on_zeros(
-    cfg: Any, model: Any, features_spec: Any, sample: Callable[[], Any] | None = None
+    cfg: RunConfig, model: keras.Model, features_spec: Any, sample: Callable[[], Any] | None = None
 ) -> Any:
     """The model's output on one batch (this builds its variables): zeros shaped like the
     features, or the real batch `sample()` gives where zeros cannot stand in for it; a
@@ -165,7 +169,7 @@ def run_on_zeros(
         ) from None
 
 
-def _expected(model: Any) -> str:
+def _expected(model: keras.Model) -> str:
     """' expecting (None, 120, 7)': the shapes the model's inputs declare, when it has them."""
     shapes = [tuple(t.shape) for t in getattr(model, "inputs", None) or [] if hasattr(t, "shape")]
     if not shapes:
@@ -174,7 +178,7 @@ def _expected(model: Any) -> str:
 
 
 # ---- the output against the labels -----------------------------------------------------------
-def _tail(shape: Any) -> tuple:
+def _tail(shape: Any) -> tuple[Any, ...]:  # ints, None where unknown
     return tuple(shape.as_list()[1:]) if shape.rank is not None else ()
 
 
@@ -237,7 +241,9 @@ class _Static:
         self.shape = tuple(shape.as_list())
 
 
-def check_outputs(cfg: Any, out: Any, labels_spec: Any, objectives: Sequence[Objective]) -> None:
+def check_outputs(
+    cfg: RunConfig, out: Any, labels_spec: Any, objectives: Sequence[Objective]
+) -> None:
     """A FitError when the model output's shape does not fit the labels for the loss or a
     metric (single-output models with single labels; others are left to the first step)."""
     import tensorflow as tf
@@ -268,7 +274,7 @@ def takes_class_indices(obj: Objective, out: Any, labels: Any) -> bool:
 
 
 def check_label_range(
-    cfg: Any, out: Any, labels: Any, objectives: Sequence[Objective], seen: str
+    cfg: RunConfig, out: Any, labels: Any, objectives: Sequence[Objective], seen: str
 ) -> None:
     """A FitError when real class-index `labels` reach past the model's output units."""
     import tensorflow as tf
@@ -286,8 +292,8 @@ def check_label_range(
 
 
 def check_fit(
-    cfg: Any,
-    model: Any,
+    cfg: RunConfig,
+    model: keras.Model,
     spec: Any,
     objectives: Sequence[Objective],
     sample: Callable[[], Any] | None = None,
@@ -315,7 +321,7 @@ def check_fit(
 
 
 @contextmanager
-def class_labels_named(cfg: Any) -> Iterator[None]:
+def class_labels_named(cfg: RunConfig) -> Iterator[None]:
     """TensorFlow's out-of-range label error from a training step (a batch after the first
     held a larger class index) as the same paragraph the check before training gives."""
     import tensorflow as tf

@@ -115,7 +115,7 @@ class StepsPerLoop:
     PROBE_STEPS call, then sized from the fastest step seen so far."""
 
     def __init__(self, setting: int | str):
-        self.fixed = setting if setting != "auto" else None
+        self.fixed = setting if isinstance(setting, int) else None  # else "auto"
         self.steps = self.fixed or 1
         self.calls = 0
         self.best_step = math.inf

@@ -6,13 +6,21 @@ parts the train step (train/step.py) and the evaluator share.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.inputs.user_code import call_user
 from tfperf.train.objectives import Objective, metric_name, resolve_loss, resolve_metric
 from tfperf.util.imports import load_object
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+    from tfperf.workloads.base import Workload
 
 
 class ModelError(UserError):
@@ -20,7 +28,7 @@ class ModelError(UserError):
 
 
 # ---- the model, loss, metrics and optimizer -----------------------------------------------
-def build_model_and_loss(cfg: Any) -> tuple[Any, Objective, dict[str, Objective]]:
+def build_model_and_loss(cfg: RunConfig) -> tuple[keras.Model, Objective, dict[str, Objective]]:
     """(keras.Model, per-example loss fn(y_true, y_pred), {name: per-example metric fn}).
 
     The model comes from model.name ('module:function') or the workload. The loss is the
@@ -76,7 +84,9 @@ def build_model_and_loss(cfg: Any) -> tuple[Any, Objective, dict[str, Objective]
     return model, loss, metrics
 
 
-def make_optimizer(cfg: Any, model: Any, total_steps: int | None, workload: Any = None) -> Any:
+def make_optimizer(
+    cfg: RunConfig, model: keras.Model, total_steps: int | None, workload: Workload | None = None
+) -> keras.Optimizer:
     """The run file's optimizer and learning-rate schedule, else the compiled model's."""
     import keras
 
@@ -101,7 +111,7 @@ def make_optimizer(cfg: Any, model: Any, total_steps: int | None, workload: Any 
     return type(base)(learning_rate=schedule)
 
 
-def learning_rate_schedule(cfg: Any, lr: float, total_steps: int | None) -> Any:
+def learning_rate_schedule(cfg: RunConfig, lr: float, total_steps: int | None) -> Any:
     """constant | cosine | exponential, with an optional linear warm-up."""
     import keras
 
@@ -145,7 +155,11 @@ class WarmupSchedule(_warmup_base()):  # type: ignore[misc]
 
 
 def build_model_variables(
-    strategy: Any, model: Any, optimizer: Any, element_spec: Any, before_optimizer: Any = None
+    strategy: tf.distribute.Strategy,
+    model: keras.Model,
+    optimizer: keras.Optimizer,
+    element_spec: Any,
+    before_optimizer: Callable[[keras.Model], None] | None = None,
 ) -> None:
     """Creates every model and optimizer variable before the first trace (inside the
     strategy's scope), by calling the model once on zeros shaped like one batch.
@@ -161,7 +175,7 @@ def build_model_variables(
         optimizer.build(model.trainable_variables)
 
 
-def adapt_features(model: Any, features: Any) -> Any:
+def adapt_features(model: keras.Model, features: Any) -> Any:
     """Feature dicts shaped for the model: only the keys its inputs name (extra features,
     such as an id, are left out), a plain tensor for an unnamed single input."""
     if not isinstance(features, dict):

@@ -39,7 +39,7 @@ class Objective:
         return self.fn(match_rank(y_true, y_pred), y_pred)
 
 
-def _get_or_none(getter: Callable, name: str) -> Any:
+def _get_or_none(getter: Callable[[str], Any], name: str) -> Any:
     try:
         return getter(name)
     except (ValueError, TypeError):

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
@@ -31,14 +31,17 @@ from tfperf.train.step import TrainStep
 from tfperf.train.strategy import StrategyInfo, distribute_input
 from tfperf.train.xla import host_accelerators, resolve_jit_compile
 
+if TYPE_CHECKING:
+    import keras
+
 TRIAL_STEPS = 8  # steps per timed call when `precision: auto` measures a policy
 TRIAL_CALLS = 3  # timed calls per policy (the fastest counts)
 
 
 @dataclass
 class TrainParts:
-    model: Any
-    optimizer: Any
+    model: keras.Model
+    optimizer: keras.Optimizer
     step_var: Any
     train_step: TrainStep
 

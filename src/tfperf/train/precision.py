@@ -10,6 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Keras is imported on first use, where a policy is set
+    import keras
 
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -79,7 +83,7 @@ def needs_loss_scaling(policy: str) -> bool:
     return policy == "mixed_float16"
 
 
-def wrap_optimizer(optimizer, policy: str):  # noqa: ANN001, ANN201 - keras types, lazy import
+def wrap_optimizer(optimizer: keras.Optimizer, policy: str) -> keras.Optimizer:
     """Wraps the optimizer in Keras 3's LossScaleOptimizer for float16."""
     import keras
 

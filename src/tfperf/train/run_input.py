@@ -12,7 +12,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -23,6 +23,9 @@ from tfperf.inputs.datasets import make_input_dataset, open_source
 from tfperf.inputs.epoch_count import EpochCounter
 from tfperf.train.checkpoints.save import warn_if_iterator_large
 from tfperf.train.strategy import StrategyInfo, checkpointable_iterator, distribute_input
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # What resuming does without the input iterator in the checkpoints (the warning, the error
 # and the doctor's finding say the same).
@@ -46,7 +49,9 @@ class InputCheckpointError(UserError):
     """train.checkpoint_input was asked for but the input iterator cannot be saved."""
 
 
-def dataset_fn(cfg: RunConfig, counter: EpochCounter | None = None) -> Any:
+def dataset_fn(
+    cfg: RunConfig, counter: EpochCounter | None = None
+) -> Callable[[Any], tf.data.Dataset]:
     """fn(input_context) -> the run file's training dataset (per-replica batches);
     `counter` counts each distributed_epoch epoch's examples from the tf.data service."""
 
@@ -67,7 +72,7 @@ def dataset_fn(cfg: RunConfig, counter: EpochCounter | None = None) -> Any:
     return fn
 
 
-def first_of(ds: Any) -> Callable[[], Any]:
+def first_of(ds: tf.data.Dataset) -> Callable[[], Any]:
     """sample() -> `ds`'s first element (None when it is empty), pulled on the first call
     only: the real batch the model is checked on, however many checks ask for it."""
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -49,6 +49,9 @@ from tfperf.train.run_input import (
 from tfperf.train.service_watch import service_watch
 from tfperf.train.strategy import StrategyInfo, make_strategy
 from tfperf.train.warm_start import warm_start
+
+if TYPE_CHECKING:
+    import keras
 
 
 def say(show: bool, message: str) -> None:
@@ -230,7 +233,7 @@ def prepare(
     restore_path = own[-1] if own else None
     warm_report: list[Any] = []
 
-    def warm_start_hook(model: Any) -> None:
+    def warm_start_hook(model: keras.Model) -> None:
         if not cfg.train.init_from or restore_path:
             return  # a run's own checkpoint supersedes the warm start
         path = cfg.resolve(cfg.train.init_from) or cfg.train.init_from

@@ -13,13 +13,16 @@ time exactly the dequeue from the prefetch buffer, on every strategy.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
 from tfperf.train.model import adapt_features
 from tfperf.train.objectives import match_rank, per_example, to_float32
 from tfperf.train.xla import JitChoice, is_xla_refusal, xla_message
+
+if TYPE_CHECKING:
+    import keras
 
 
 class RetraceError(UserError):
@@ -79,10 +82,10 @@ class TrainStep:
 
     def __init__(
         self,
-        model: Any,
-        optimizer: Any,
-        loss_fn: Callable,
-        metric_fns: dict[str, Callable],
+        model: keras.Model,
+        optimizer: keras.Optimizer,
+        loss_fn: Callable[..., Any],
+        metric_fns: Mapping[str, Callable[..., Any]],
         strategy: Any,
         step_var: Any,
         *,
@@ -155,7 +158,7 @@ class TrainStep:
         return self.function.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
 
     @staticmethod
-    def _make_probe(model: Any, names: Sequence[str]) -> Any:
+    def _make_probe(model: keras.Model, names: Sequence[str]) -> keras.Model | None:
         import keras
 
         layer_names = [n for n in names if n not in ("loss", "labels")]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfperf.config import RunConfig
 from tfperf.errors import UserError
 
 KINDS = ("one_device", "mirrored", "multi_worker", "parameter_server")
@@ -136,7 +137,7 @@ def ensure_cpu_devices(n: int) -> None:
         ) from None
 
 
-def make_strategy(cfg: Any) -> StrategyInfo:
+def make_strategy(cfg: RunConfig) -> StrategyInfo:
     """Builds the strategy named by cfg.train.strategy (and train.devices / train.cluster)."""
     import tensorflow as tf
 
@@ -181,7 +182,7 @@ def make_strategy(cfg: Any) -> StrategyInfo:
     raise UserError(f"train.strategy: expected auto or one of {list(KINDS)}, found '{kind}'")
 
 
-def _check_shared_job(cfg: Any, kind: str) -> None:
+def _check_shared_job(cfg: RunConfig, kind: str) -> None:
     """Before any cluster connection: the tasks that read the input (multi_worker's workers,
     parameter_server's worker tasks) must share one tf.data service job. parameter_server
     gives each worker task an input context of its own (1 of 1), so the check in the
@@ -201,7 +202,7 @@ def _check_shared_job(cfg: Any, kind: str) -> None:
     require_job_name(cfg.pipeline.service, readers, what)
 
 
-def _ps_cluster(cfg: Any) -> tuple[dict[str, list[str]], str]:
+def _ps_cluster(cfg: RunConfig) -> tuple[dict[str, list[str]], str]:
     """parameter_server's cluster (from train.cluster, else TF_CONFIG) and where it is from."""
     if cfg.train.cluster:
         path = cfg.resolve(cfg.train.cluster) or cfg.train.cluster
@@ -215,11 +216,11 @@ def _ps_cluster(cfg: Any) -> tuple[dict[str, list[str]], str]:
     return validate_cluster(conf["cluster"], "TF_CONFIG"), "TF_CONFIG"
 
 
-def own_server_address(cfg: Any) -> tuple[str, str] | None:
+def own_server_address(cfg: RunConfig) -> tuple[str, str] | None:
     """("host:port", where it is named) of the TensorFlow server this training process starts
     (its TF_CONFIG task under multi_worker, the chief under parameter_server), read without
     TensorFlow; None when it starts none (or the cluster is left for make_strategy to refuse)."""
-    kind = cfg.train.strategy
+    kind: str | None = cfg.train.strategy
     if kind == "auto":
         kind = _kind_from_tf_config()
     if kind == "multi_worker":
@@ -235,7 +236,7 @@ def own_server_address(cfg: Any) -> tuple[str, str] | None:
     return None
 
 
-def bind_own_server(cfg: Any) -> None:
+def bind_own_server(cfg: RunConfig) -> None:
     """Makes the TensorFlow server this process will start (own_server_address) listen only
     on the host its address names, not on every interface as TensorFlow's own does: it
     re-executes the process under util/bind's shim, so call it before TensorFlow is imported.
@@ -259,7 +260,7 @@ def bind_own_server(cfg: Any) -> None:
         stderr_console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def _warn_if_unbound(cfg: Any) -> None:
+def _warn_if_unbound(cfg: RunConfig) -> None:
     """A caller that skipped bind_own_server (the library, not `tfperf train`) gets
     TensorFlow's server on every interface: said, with the remedy."""
     from tfperf.util.bind import active_host, is_wildcard
@@ -279,7 +280,7 @@ def _warn_if_unbound(cfg: Any) -> None:
     )
 
 
-def _parameter_server(cfg: Any) -> StrategyInfo:
+def _parameter_server(cfg: RunConfig) -> StrategyInfo:
     import tensorflow as tf
 
     cluster, _ = _ps_cluster(cfg)

@@ -285,7 +285,7 @@ def warm_start(model: keras.Model, path: str | Path, freeze: Sequence[str] = ())
     # Checkpoints record each variable's full path, h5 files each layer's name.
     by = "path" if kind == "checkpoint" else "name"
     groups = _model_groups(model, by)
-    source_by_key = {}
+    source_by_key: dict[str, _SourceLayer] = {}
     for s in source:
         source_by_key.setdefault(s.name, s)
     report = WarmStartReport(source=str(path), kind=kind)

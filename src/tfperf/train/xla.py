@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import keras
 
 JitSetting = bool | Literal["auto"]
 
@@ -25,7 +28,7 @@ class JitChoice:
     reason: str
 
 
-def unsupported_layers(model: Any) -> list[str]:
+def unsupported_layers(model: keras.Model) -> list[str]:
     """Names of the model's layers that say they cannot run under XLA (Keras' supports_jit)."""
     layers = model._flatten_layers() if hasattr(model, "_flatten_layers") else []
     return [layer.name for layer in layers if not getattr(layer, "supports_jit", True)]
@@ -33,7 +36,7 @@ def unsupported_layers(model: Any) -> list[str]:
 
 def resolve_jit_compile(
     setting: JitSetting,
-    model: Any,
+    model: keras.Model,
     strategy_kind: str,
     accelerators: Sequence[str],
     *,

@@ -54,6 +54,8 @@ def _import_file(name: str, search_dir: str | None) -> Any:
     if key in sys.modules:
         return sys.modules[key]
     spec = importlib.util.spec_from_file_location(key, path)
+    if spec is None or spec.loader is None:  # not a file Python can import (no .py suffix)
+        raise ImportError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[key] = module
     try:

@@ -53,7 +53,7 @@ def progress_bar(
     description: str,
     *,
     total: float | None = None,
-    completed: float = 0,
+    completed: int = 0,
     unit: str | None = None,
     enabled: bool = True,
     transient: bool = False,
@@ -82,8 +82,11 @@ def progress_bar(
         columns.append(rp.TimeRemainingColumn())
     progress = rp.Progress(*columns, console=console, transient=transient)
     task = progress.add_task(description, total=total, completed=completed, info="", rate="")
-    rated = unit and total is not None
-    bar = _RateBar(progress, task, console, unit) if rated else ProgressBar(progress, task, console)
+    bar = (
+        _RateBar(progress, task, console, unit)
+        if unit and total is not None
+        else ProgressBar(progress, task, console)
+    )
     with progress:
         yield bar
 

@@ -26,8 +26,6 @@ class Workload:
     name: str = ""
     description: str = ""
     default_batch_size: int = 512
-    loss: str = "mse"  # a Keras loss name (from_logits variants use the loss object)
-    metrics: Sequence[str] = ()
     # When True the tuned preprocessing must run per example (map before batch);
     # data/pipeline.py then maps `preprocess_example` instead of `preprocess_batch`.
     per_example: bool = False
@@ -39,6 +37,16 @@ class Workload:
 
     def __init__(self, **options: Any):
         self.options = options
+
+    # A Keras loss and metrics, by name or object: subclasses set them as class attributes
+    # (loss = "mse") or, for objects that need Keras, as properties (BinaryLogitsWorkload).
+    @property
+    def loss(self) -> Any:
+        return "mse"
+
+    @property
+    def metrics(self) -> Sequence[Any]:
+        return ()
 
     # ---- data ------------------------------------------------------------------------
     def raw_schema(self) -> Schema:
@@ -94,13 +102,13 @@ class Workload:
 class BinaryLogitsWorkload(Workload):
     """A workload whose model outputs logits for a binary target (per example or pixel)."""
 
-    @property  # type: ignore[override]
+    @property
     def loss(self) -> Any:
         import keras
 
         return keras.losses.BinaryCrossentropy(from_logits=True)
 
-    @property  # type: ignore[override]
+    @property
     def metrics(self) -> list[Any]:
         import keras
 

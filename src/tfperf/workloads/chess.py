@@ -57,7 +57,9 @@ def pack_position(bits: np.ndarray, flags: Sequence[int], is_mate: int) -> bytes
     return np.packbits(out).tobytes()  # packbits is MSB first ('big'), as the original reads
 
 
-def combined_score_numpy(s: np.ndarray, is_mate: np.ndarray, a: float, k: float, b: float):
+def combined_score_numpy(
+    s: np.ndarray, is_mate: np.ndarray, a: float, k: float, b: float
+) -> np.ndarray:
     """The question's score formula in float64 numpy (reference for tests and docs)."""
     s = np.asarray(s, np.float64)
     m = np.asarray(is_mate, np.float64)

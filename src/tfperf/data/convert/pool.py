@@ -28,6 +28,7 @@ def sendable_task(task: ShardTask, preprocess: Any) -> tuple[ShardTask | None, s
     The function object is sent when it pickles; otherwise what workers can load or
     rebuild it from (a 'module:function' name, a PreprocessFactory).
     """
+    tries: list[Any]
     if isinstance(preprocess, str):
         tries = [preprocess]  # a name the user gave: workers import it as written
     elif isinstance(preprocess, PreprocessFactory):
@@ -102,18 +103,19 @@ def _main_not_reimported(task: ShardTask) -> Iterator[None]:
     script without an `if __name__ == "__main__":` guard still works)."""
     main = sys.modules.get("__main__")
     pre_mod = getattr(task.preprocess, "__module__", None)
-    hide = (
-        main is not None
-        and getattr(main, "__spec__", None) is None
-        and hasattr(main, "__file__")
-        and pre_mod != "__main__"
-    )
-    saved = main.__dict__.pop("__file__") if hide else None
+    if (
+        main is None
+        or getattr(main, "__spec__", None) is not None
+        or not hasattr(main, "__file__")
+        or pre_mod == "__main__"
+    ):
+        yield
+        return
+    saved = main.__dict__.pop("__file__")
     try:
         yield
     finally:
-        if hide:
-            main.__file__ = saved
+        main.__file__ = saved
 
 
 def _drain(queue: Any, advance: Callable[[int], None], watch: WorkerWatch) -> None:

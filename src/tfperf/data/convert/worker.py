@@ -215,7 +215,7 @@ def _write_shard(job: ShardJob) -> dict[str, Any]:
         if task.compression == "GZIP":
             # mtime=0 and no file name: a GZIP shard's bytes depend on its records only.
             stream = gzip.GzipFile(
-                fileobj=sink,  # type: ignore[arg-type]
+                fileobj=sink,
                 mode="wb",
                 mtime=0,
                 filename="",

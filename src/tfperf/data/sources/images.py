@@ -73,8 +73,8 @@ class ImageFolder(RowSource):
 
         for path, label in self.files[start:stop]:
             try:
-                with Image.open(path) as im:
-                    im = im.convert(_MODES[self.channels])
+                with Image.open(path) as opened:
+                    im = opened.convert(_MODES[self.channels])
                     if im.size != (self.size[1], self.size[0]):  # PIL sizes are (W, H)
                         im = im.resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
                     arr = np.asarray(im, dtype=np.uint8)

@@ -4,7 +4,7 @@ main process; its schema is inferred from the first row."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from typing import Any
 
 from tfperf.data.schema import Schema
@@ -27,11 +27,9 @@ class IterableSource(RowSource):
     ):
         super().__init__(label)
         if length is None:
-            try:
-                length = len(rows)  # type: ignore[arg-type]
-            except TypeError:
+            if not isinstance(rows, Sized):  # a generator: its rows are read here once
                 rows = list(rows)
-                length = len(rows)
+            length = len(rows)
         self._rows = rows
         self._length = int(length)
         self._head: list[Any] = []

@@ -13,8 +13,8 @@ import re
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.util.files import write_text_atomic
 from tfperf.util.lock import folder_lock
@@ -42,7 +42,7 @@ class RunDirs:
         return self.log_dir / "eval"
 
 
-def run_dirs(cfg: Any) -> RunDirs:
+def run_dirs(cfg: RunConfig) -> RunDirs:
     """train.out_dir (relative to the run file's folder, like every run-file path)."""
     out = Path(cfg.resolve(cfg.train.out_dir) or cfg.train.out_dir)
     return RunDirs(out, out / "checkpoints", out / "logs")
@@ -52,7 +52,7 @@ class OutDirError(UserError):
     """train.out_dir cannot be created or written."""
 
 
-def hold_out_dir(stack: ExitStack, cfg: Any, dirs: RunDirs) -> None:
+def hold_out_dir(stack: ExitStack, cfg: RunConfig, dirs: RunDirs) -> None:
     """Takes train.out_dir's folder lock until `stack` closes (another `tfperf train` there
     is refused, naming this process) and makes the run's folders; a folder that cannot be
     written is an OutDirError naming it. If the run then fails, the folders it made are

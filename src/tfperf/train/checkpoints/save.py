@@ -11,12 +11,16 @@ import signal
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.hooks import Hook, RunState
 from tfperf.train.checkpoints.disk_full import DiskFullError, disk_full_named
 from tfperf.train.checkpoints.folder import write_final
 from tfperf.train.checkpoints.stale import remove_checkpoint_temps
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 # Above this, saving the iterator (its shuffle buffer) makes every checkpoint slow and big.
 ITERATOR_WARN_BYTES = 64 * 2**20
@@ -24,7 +28,9 @@ ITERATOR_WARN_BYTES = 64 * 2**20
 ITERATOR_OVERHEAD_BYTES = 200
 
 
-def make_checkpoint(model: Any, optimizer: Any, step: Any, iterator: Any = None) -> Any:
+def make_checkpoint(
+    model: keras.Model, optimizer: keras.Optimizer, step: tf.Variable, iterator: Any = None
+) -> tf.train.Checkpoint:
     """The one Checkpoint object; keys model, optimizer, step and iterator (when given)."""
     import tensorflow as tf
 
