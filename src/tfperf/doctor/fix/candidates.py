@@ -19,6 +19,7 @@ from tfperf.doctor.rewrites.edits import (
     to_float32,
     with_options,
 )
+from tfperf.doctor.rewrites.floats import float32_at_source, float64_constants
 from tfperf.doctor.rewrites.gather import batched_gather, find_site
 from tfperf.doctor.rewrites.io import (
     cache_before_random,
@@ -31,6 +32,7 @@ from tfperf.doctor.rewrites.io import (
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
 from tfperf.doctor.rules import Rewrite
 from tfperf.doctor.rules.cache import CACHE_PREFIX, MOVE_CACHE
+from tfperf.doctor.rules.floats import FLOAT32_SOURCE
 from tfperf.doctor.rules.gather import GATHER
 from tfperf.doctor.rules.parallel import (
     MAP_OPTIONS,
@@ -118,8 +120,17 @@ def dataset_candidates(
         # In RAM within the budget; a source shuffle (list_files) moves after the cache.
         add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
         cands.append((CACHE_PREFIX.label, add_cache))
+    if lint.float64_outputs(graph) or float64_constants(graph.graph_def):
+        # Computed in float32 from the float64 arrays on; else cast at the output.
+        source = lambda d, g: float32_at_source(g, d)  # noqa: E731
+        cands.append((FLOAT32_SOURCE.label, source))
     if lint.float64_outputs(graph):
-        cast = lambda d, g: d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)  # noqa: E731
+
+        def cast(d: Any, g: lint.DatasetGraph) -> Any:
+            if not lint.float64_outputs(g):
+                return None  # already float32 (at the source)
+            return d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)
+
         cands.append((FLOAT32.label, cast))
     return cands
 

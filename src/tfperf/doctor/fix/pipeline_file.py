@@ -14,7 +14,7 @@ from tfperf.doctor.fix.candidates import PARALLEL_BATCH
 from tfperf.doctor.fix.runfile import write_run_file
 from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.rules import REWRITES, Rewrite
-from tfperf.doctor.rules.gather import WINDOWS_EDIT
+from tfperf.doctor.rules.gather import GATHER, WINDOWS_EDIT
 from tfperf.util.files import write_text_atomic
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
@@ -126,7 +126,7 @@ def _edit(name: str, where: str, lines: list[str], start: int) -> str:
     text = rewrite.edit
     if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
         text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
-    if kind == "gather" and at is not None and "timeseries_dataset_from_array(" in code[at]:
+    if name == GATHER.label and at is not None and "timeseries_dataset_from_array(" in code[at]:
         text = WINDOWS_EDIT  # Keras' windows, not rows of from_tensor_slices
     if kind == "vectorize":
         text += _parse_hint(code, start)
@@ -160,6 +160,7 @@ _CALLS = {
     "batch": (".batch(",),
     "shuffle": (".shuffle(",),
     "gather": ("timeseries_dataset_from_array(", "from_tensor_slices("),
+    "source": ("timeseries_dataset_from_array(", "from_tensor_slices(", "from_tensors("),
 }
 
 

@@ -34,7 +34,7 @@ class Rewrite:
     edit: str | None = None
     # The line of the user's function the edit names: a kind fix/pipeline_file.py's _line_of
     # knows ("vectorize", "batch_move", "parallel", "cache", "float32", "reads", "batch",
-    # "shuffle", "gather"), else the function's return.
+    # "shuffle", "gather", "source"), else the function's return.
     at: str = "return"
 
 
