@@ -20,6 +20,7 @@ from tfperf.cli.common import (
     stdout_console,
 )
 from tfperf.cli.report import leave_for_report
+from tfperf.errors import UserError
 from tfperf.util.format import number
 from tfperf.util.progress import progress_bar
 
@@ -43,7 +44,9 @@ changed keys (comments kept). For a data.pipeline function it also writes
 RUNFILE.optimized.py, whose make_dataset calls that function and applies the kept rewrites
 (tfperf.apply_rewrites); the .yaml points data.pipeline at it, so `tfperf train
 RUNFILE.optimized.yaml` trains on the fixed pipeline. When nothing is kept, nothing is
-written.
+written. Compute changes that keep the results (train.jit_compile, train.steps_per_loop,
+strategy: mirrored) are tried like pipeline changes; precision and a larger batch change
+the results, so they are tried only with --allow precision,batch.
 
 \b
 Bounded: a shuffle buffer or cache larger than the RAM budget is named from the graph and
@@ -109,6 +112,16 @@ def register(app: typer.Typer) -> None:
                 "--fix 300); what was not measured in time is reported as such.",
             ),
         ] = None,
+        allow: Annotated[
+            str | None,
+            typer.Option(
+                "--allow",
+                metavar="precision,batch",
+                help="Changes --fix may apply although they change the results: precision "
+                "(another dtype policy), batch (4x pipeline.batch_size; the learning rate must "
+                "follow). Without it they are only advised (doctor.allow otherwise).",
+            ),
+        ] = None,
         html_out: Annotated[
             str | None,
             typer.Option(
@@ -125,6 +138,8 @@ def register(app: typer.Typer) -> None:
             cfg.doctor.warmup = min(cfg.doctor.warmup, probe_steps)
         if repeats is not None:
             cfg.doctor.repeats = repeats
+        if allow is not None:
+            cfg.doctor.allow = parse_allow(allow)
         # The doctor pulls in TensorFlow: imported here so that `tfperf --help` stays fast.
         from tfperf.doctor.diagnosis.diagnose import diagnose
         from tfperf.doctor.fix.entry import fix_pipeline
@@ -166,6 +181,21 @@ def register(app: typer.Typer) -> None:
         render_diagnosis(diag, stdout)
         if result is not None:
             render_fix(result, stdout)
+
+
+ALLOWABLE = ("precision", "batch")
+
+
+def parse_allow(text: str) -> list[Any]:
+    """'precision,batch' -> ["precision", "batch"]; anything else is a clear error."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    wrong = [n for n in names if n not in ALLOWABLE]
+    if wrong:
+        raise UserError(
+            f"--allow: expected a comma-separated list of {', '.join(ALLOWABLE)}, found "
+            f"{', '.join(repr(n) for n in wrong)}"
+        )
+    return names
 
 
 def interrupted(budget: Any, json_out: bool) -> None:

@@ -17,6 +17,7 @@ from tfperf.config import RunConfig, config_from_dict
 from tfperf.doctor.diagnosis.diagnose import diagnose as diagnose_run
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.dataset import fix_dataset, replay
+from tfperf.doctor.fix.runfile import compile_kwargs, withheld
 from tfperf.doctor.fix.trials import FixResult
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes import handed
@@ -33,6 +34,13 @@ class OptimizeReport:
 
     diagnosis: Diagnosis
     fix: FixResult
+
+    @property
+    def compile_kwargs(self) -> dict[str, Any]:
+        """The measured compute winners that keep the results, as keyword arguments of
+        model.compile (e.g. {"jit_compile": True, "steps_per_execution": 30}); empty when
+        none was measured."""
+        return dict(self.fix.compile_kwargs)
 
     @property
     def kept(self) -> list[str]:
@@ -60,7 +68,12 @@ class OptimizeReport:
         trials = [
             f"  {t.change}: {'kept' if t.kept else 'not kept'} ({t.reason})" for t in f.trials
         ]
-        return "\n".join([self.diagnosis.headline(), head, *trials])
+        extra = []
+        if self.compile_kwargs:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
+            extra.append(f"for model.fit: model.compile(..., {args})")
+        extra += [f"withheld: {line}" for line in f.withheld]
+        return "\n".join([self.diagnosis.headline(), head, *trials, *extra])
 
     def to_dict(self) -> dict[str, Any]:
         return {"diagnosis": self.diagnosis.to_dict(), "fix": self.fix.to_dict()}
@@ -119,6 +132,8 @@ def optimize(
         diag = diagnose_run(cfg, dataset=ds, tick=tick)
         diag.source = "tf.data.Dataset"
         result = fix_dataset(cfg, diag, ds, tick=tick, train_changes=False)
+        result.compile_kwargs = compile_kwargs(diag, cfg.doctor.steps)
+        result.withheld = withheld(cfg, diag, run_file=False)
     return result.dataset, OptimizeReport(diag, result)
 
 
@@ -214,8 +229,10 @@ def _model_entry(
     loss = loss if loss is not None else handed.compiled_loss(model)
     if loss is None or isinstance(loss, str):
         section["loss"] = loss or handed.infer_loss(labels_spec)
-    # A clone does not keep another precision policy: only the batch what-if is timed.
-    data["doctor"].setdefault("what_ifs", ["batch"])
+    # A clone does not keep another precision policy: precision is not timed. fit's own
+    # steps per call is what the steps what-if times.
+    data["doctor"].setdefault("what_ifs", ["batch", "xla", "steps"])
+    data["doctor"]["fit_steps_per_execution"] = int(getattr(model, "steps_per_execution", 1))
     section["name"] = handed.register(handed.clone_factory(model, loss))
     weights = model.get_weights() if model.built else None
     return section["name"], lambda: model.set_weights(weights) if weights is not None else None

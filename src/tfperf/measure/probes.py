@@ -140,6 +140,16 @@ def pipeline_probe(
     return Probe(name, run_once)
 
 
+class TooSlow(Exception):
+    """A variant whose single step takes longer than a timed repeat may: not measured (it is
+    far slower than what it would replace)."""
+
+    def __init__(self, seconds: float, limit: float, traced: bool = False):
+        what = "its first step (tracing included)" if traced else "one step"
+        super().__init__(f"{what} took {seconds:.1f} s, over the {limit:.1f} s a repeat may take")
+        self.seconds = seconds
+
+
 def training_probe(
     name: str,
     run_steps: StepRunner,
@@ -168,10 +178,15 @@ def training_probe(
                 # Under a time limit a call cannot be cut short: one step traces, one more is
                 # timed, and calls are sized to a quarter of the limit (a step of seconds,
                 # e.g. an emulated float16 matmul on a CPU, must not blow the budget).
+                t0 = time.perf_counter()
                 run_steps(it, 1)
+                if time.perf_counter() - t0 > 2 * time_limit + 10:  # tracing included
+                    raise TooSlow(time.perf_counter() - t0, time_limit, traced=True)
                 t0 = time.perf_counter()
                 run_steps(it, 1)
                 step_s = max(1e-6, time.perf_counter() - t0)
+                if step_s > time_limit:
+                    raise TooSlow(step_s, time_limit)
                 per_call = max(1, min(steps, int(time_limit / 4 / step_s)))
                 run_steps(it, max(1, min(warmup, per_call)))
             wait = 0.0

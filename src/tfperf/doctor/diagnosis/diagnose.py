@@ -23,7 +23,7 @@ from tfperf.doctor.diagnosis.rewritten import (
 )
 from tfperf.doctor.diagnosis.stages import cache_candidate, stage_probes, stage_timings
 from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
-from tfperf.doctor.evidence.evidence import Evidence
+from tfperf.doctor.evidence.evidence import COMPUTE_VARIANTS, PAIRED_COMPUTE, Evidence
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.user_source import user_source
@@ -39,13 +39,23 @@ from tfperf.doctor.probes.target import (
     build_target,
     compute_probe,
     dataset_probe,
+    devices_used,
+    local_accelerators,
     on_accelerator,
     train_probe,
 )
 from tfperf.doctor.rewrites.edits import set_deterministic
 from tfperf.doctor.rules import run_rules
 from tfperf.inputs.datasets import make_input_dataset
-from tfperf.measure import Measurement, Probe, Run, repeat_if_finite, side_by_side
+from tfperf.measure import (
+    Comparison,
+    Measurement,
+    Probe,
+    Run,
+    compare,
+    repeat_if_finite,
+    side_by_side,
+)
 from tfperf.observe.feed import verdict_for
 from tfperf.train.run_input import first_of
 
@@ -85,6 +95,27 @@ def _measure(
     return side_by_side(
         probes, repeats=d.repeats, on_run=on_run, time_limit=seconds, min_repeats=at_least
     )
+
+
+def _paired(
+    measured: dict[str, Measurement],
+    errors: dict[str, Exception],
+    compute: float,
+    variants: dict[str, float],
+) -> dict[str, Comparison]:
+    """Each compute what-if against the compute limit timed in the same rounds; its rate in
+    `variants` is restated on the main compute limit's scale (compute x the paired median
+    ratio), so that a slower or faster spell of the host between phases does not count."""
+    ref = measured.get(PAIRED_COMPUTE)
+    variants.pop(PAIRED_COMPUTE, None)
+    if ref is None or PAIRED_COMPUTE in errors or not ref.runs:
+        return {}
+    out = {}
+    for name, m in measured.items():
+        if name.startswith(COMPUTE_VARIANTS) and name not in errors and m.runs:
+            out[name] = compare(ref, m)
+            variants[name] = compute * out[name].ratio
+    return out
 
 
 def _note(name: str, exc: Exception) -> str:
@@ -188,10 +219,12 @@ def diagnose(
         compute_variants=compute_variants,
         errors=errors,
         limit=budget.per_probe(budget.left(), 3, d.repeats),
+        target=target,
     )
     watched = [_guarded(budget.watch(p), errors) for p in what_ifs]
     measured_ifs = _measure(watched, d, tick, budget.left()) if watched else {}
     variants = {n: m.examples_per_s.median for n, m in measured_ifs.items() if n not in errors}
+    paired = _paired(measured_ifs, errors, compute.examples_per_s.median, variants)
     notes = [_note(n, exc) for n, exc in errors.items() if not n.startswith("stage ")]
     notes += capped.notes
     if served:
@@ -206,6 +239,7 @@ def diagnose(
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,
+        paired=paired,
         budget=ram_budget_bytes(cfg),
         shuffle_bytes=shuffle_bytes,
         cache_candidate=cache_candidate(capped.graph),
@@ -218,6 +252,9 @@ def diagnose(
         pipeline_cpu=pipeline.cpu_us_per_example.median * 1e-6,
         compute_cpu=compute.cpu_us_per_example.median * 1e-6,
         accelerator=on_accelerator(),
+        devices=local_accelerators(),
+        devices_used=devices_used(cfg),
+        steps_per_call=d.steps,
         rewritten=rewritten_costs(measured, errors),
         slower=slower,
     )

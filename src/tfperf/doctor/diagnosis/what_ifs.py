@@ -8,10 +8,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tfperf.doctor.evidence.evidence import XLA_VARIANT
+from tfperf.doctor.evidence.evidence import (
+    COMPUTE_VARIANTS,
+    PAIRED_COMPUTE,
+    STEPS_VARIANT,
+    XLA_VARIANT,
+)
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
-from tfperf.doctor.probes.target import build_target, compute_probe, train_probe
+from tfperf.doctor.probes.target import (
+    StepTarget,
+    build_target,
+    compute_probe,
+    steps_per_call_in_use,
+    train_probe,
+)
 from tfperf.doctor.rewrites.edits import to_float32
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Probe, leading_dim, repeat_if_finite
@@ -32,10 +43,11 @@ def what_if_probes(
     compute_variants: bool,
     errors: dict[str, Exception],
     limit: float | None = None,
+    target: StepTarget | None = None,
 ) -> list[Probe]:
-    """Probes of the compute-side what-ifs (other precisions, 4x the batch) and of float32
-    inputs, `limit` seconds per repeat; a what-if that cannot be built is recorded in
-    `errors`."""
+    """Probes of the compute-side what-ifs (other precisions, 4x the batch, XLA, the run's
+    own steps per call on `target`) and of float32 inputs, `limit` seconds per repeat; a
+    what-if that cannot be built is recorded in `errors`."""
     d = cfg.doctor
     out: list[Probe] = []
 
@@ -45,10 +57,22 @@ def what_if_probes(
         except Exception as exc:  # noqa: BLE001 - a variant that cannot run is only a note
             errors[name] = exc
 
+    # The cheapest first (the budget may end mid-round): the steps what-if reuses the built
+    # step; the others build and trace a model each.
+    spc = steps_per_call_in_use(cfg)
+    if compute_variants and "steps" in d.what_ifs and target is not None:
+        if spc is not None and spc < d.steps:
+            # The same compiled step, called as the run calls it: each call pays the
+            # dispatch and the host round trip once.
+            name = f"{STEPS_VARIANT}{spc}"
+            variant(name, lambda: compute_probe(name, target, train_ds, d, limit, spc))
     # Compute-side what-ifs only matter when the input is not the clear limit.
     if compute_variants and "precision" in d.what_ifs and verdict != "highly input-bound":
         for policy in supported_policies():
-            if policy != precision:
+            # No CPU has float16 matrix units: emulated, a step takes seconds. (bfloat16
+            # has them on recent x86 CPUs: measured.)
+            cpu_only = not host_accelerators()
+            if policy != precision and not (cpu_only and policy == "mixed_float16"):
                 name = f"precision={policy}"
                 variant(
                     name, lambda n=name, p=policy: _compute_at(n, cfg, train_ds, batch, p, limit)
@@ -70,6 +94,10 @@ def what_if_probes(
             xla_cfg = cfg.model_copy(deep=True)
             xla_cfg.train.jit_compile = True
             variant(name, lambda: _compute_at(name, xla_cfg, train_ds, batch, None, limit))
+    if target is not None and any(p.name.startswith(COMPUTE_VARIANTS) for p in out):
+        # Interleaved with them, the reference each compute what-if is judged against.
+        reference = compute_probe(PAIRED_COMPUTE, target, train_ds, d, limit)
+        out.insert(0, reference)
     if lint.float64_outputs(graph):
         name = "float32 inputs"
         cast = train_ds.map(to_float32)

@@ -13,11 +13,20 @@ from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.user_source import UserSource
+from tfperf.measure import Comparison
 
 # The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
 VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
 # The compute-side what-if of the train step compiled with XLA (Evidence.variants' key).
 XLA_VARIANT = "jit_compile=true"
+# The compute-side what-if of the run's own steps per call (Evidence.variants' key prefix;
+# the compute limit itself runs doctor.steps per call).
+STEPS_VARIANT = "steps per call="
+# The compute limit timed again in the what-ifs' rounds, interleaved with them: each compute
+# what-if is judged by its paired ratios to it (measure.compare), not by medians of phases
+# timed minutes apart on a shared host.
+PAIRED_COMPUTE = "compute limit (paired)"
+COMPUTE_VARIANTS = ("precision=", XLA_VARIANT, STEPS_VARIANT)
 
 
 def cpu_count() -> int:
@@ -46,12 +55,34 @@ class Evidence:
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
     compute_cpu: float = 0.0  # CPU seconds per example of (b)
     accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
+    # Local accelerators (GPUs, TPU cores) and how many the run trains on.
+    devices: int = 0
+    devices_used: int = 1
+    steps_per_call: int = 1  # steps per compiled call of the compute limit (doctor.steps)
     # VECTORIZED / PARALLEL -> (examples/s, CPU s per example) of the pipeline alone so
     # rewritten, when the diagnosis timed it: the cost model reads them, not estimates.
     rewritten: dict[str, tuple[float, float]] = field(default_factory=dict)
     # The rewrites that every paired repeat timed slower than the pipeline (measure.compare),
     # twice (rewritten.confirmed_slower): a median of a few short repeats flips on a busy host.
     slower: set[str] = field(default_factory=set)
+    # Compute what-if -> its paired comparison against PAIRED_COMPUTE (B = the what-if).
+    paired: dict[str, Comparison] = field(default_factory=dict)
+
+    def beats_compute(self, name: str, min_gain: float) -> bool:
+        """Whether what-if `name` is faster than the compute limit beyond the noise: every
+        paired ratio above 1 and their median at least 1 + min_gain (by medians when it
+        was not paired)."""
+        c = self.paired.get(name)
+        if c is None:
+            return self.variants.get(name, 0.0) >= (1 + min_gain) * self.compute
+        return c.low > 1.0 and c.ratio >= 1 + min_gain
+
+    def loses_to_compute(self, name: str, min_gain: float) -> bool:
+        """Whether what-if `name` is slower than the compute limit beyond the noise."""
+        c = self.paired.get(name)
+        if c is None:
+            return self.compute >= (1 + min_gain) * self.variants.get(name, float("inf"))
+        return c.high < 1.0 and 1 / max(1e-9, c.ratio) >= 1 + min_gain
 
     @property
     def limit(self) -> float:

@@ -14,7 +14,7 @@ from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.dataset import fix_dataset
 from tfperf.doctor.fix.pipeline_file import code_edits, write_optimized_pipeline
 from tfperf.doctor.fix.predicted import predict
-from tfperf.doctor.fix.runfile import run_file_candidates, write_run_file
+from tfperf.doctor.fix.runfile import run_file_candidates, withheld, write_run_file
 from tfperf.doctor.fix.trials import (
     FixResult,
     FixTrial,
@@ -50,13 +50,16 @@ def fix_pipeline(
         header = _yaml_header(result.trials, _outcome_of(result))
         result.code_edits = code_edits(cfg, result.pipeline_changes)
         result.written = write_optimized_pipeline(cfg, result, out, header)
+        result.withheld = withheld(cfg, diag)
         return result
     cands = run_file_candidates(cfg, diag)
     token = _clocked(budget, len(cands), cfg.doctor.repeats)
     try:
-        return _fix_run_file(cfg, diag, out, tick, cands)
+        result = _fix_run_file(cfg, diag, out, tick, cands)
     finally:
         FIX_CLOCK.reset(token)
+    result.withheld = withheld(cfg, diag)
+    return result
 
 
 def _fix_run_file(

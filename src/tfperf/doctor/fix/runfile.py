@@ -16,6 +16,7 @@ import yaml
 from tfperf.config import config_from_dict, dump_config
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.rules.cache import CACHE_PREPROCESSED, CACHE_RECORDS
+from tfperf.doctor.rules.devices import MIRRORED
 from tfperf.doctor.rules.model import LARGER_BATCH, XLA
 from tfperf.doctor.rules.parallel import (
     NONDETERMINISTIC,
@@ -24,6 +25,7 @@ from tfperf.doctor.rules.parallel import (
 )
 from tfperf.doctor.rules.per_example import BATCHED_PARSE
 from tfperf.doctor.rules.pipeline_end import PREFETCH_RUN_FILE
+from tfperf.doctor.rules.steps_per_call import STEPS_PER_CALL
 from tfperf.util.files import write_text_atomic
 
 # Run-file keys that hold paths relative to the run file's folder (see RunConfig.resolve).
@@ -92,15 +94,53 @@ def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, 
         cands.append((CACHE_RECORDS.label, {"pipeline.cache_records": True}))
     if not p.cache_preprocessed and "no_cache" in codes:
         cands.append((CACHE_PREPROCESSED.label, {"pipeline.cache_preprocessed": True}))
+    # Precision and batch size change the results: tried only with the user's leave
+    # (doctor.allow, --allow); the others keep them up to rounding.
+    allow = set(cfg.doctor.allow)
     for f in diag.findings:
-        if f.code == "precision":
+        if f.code == "precision" and "precision" in allow:
             best = f.change.split(":", 1)[1].split()[0]
             cands.append((f"precision {best}", {"train.precision": best}))
-        if f.code == "xla":  # the same results up to rounding: tried like a pipeline change
+        if f.code == "xla":
             cands.append((XLA.label, {"train.jit_compile": True}))
-        if f.code == "small_batch":
+        if f.code == "steps_per_call":
+            cands.append((STEPS_PER_CALL.label, {"train.steps_per_loop": "auto"}))
+        if f.code == "idle_devices":
+            cands.append((MIRRORED.label, {"train.strategy": "mirrored"}))
+        if f.code == "small_batch" and "batch" in allow:
             cands.append((LARGER_BATCH.label, {"pipeline.batch_size": diag.batch_size * 4}))
     return cands
+
+
+# Findings whose change alters the results (what the model computes or sees per step),
+# by the doctor.allow name that lets --fix apply them.
+CHANGES_RESULTS = {"precision": "precision", "small_batch": "batch"}
+
+
+def withheld(cfg: Any, diag: Diagnosis, *, run_file: bool = True) -> list[str]:
+    """The findings --fix did not apply because they change the results and doctor.allow
+    does not allow them (`run_file`: say how to allow it; else only what to change)."""
+    allow = set(cfg.doctor.allow)
+    out = []
+    for f in diag.findings:
+        what = CHANGES_RESULTS.get(f.code)
+        if what is None or (run_file and what in allow):
+            continue
+        how = f"; allow it with --allow {what} (doctor.allow: [{what}])" if run_file else ""
+        out.append(f"{f.code}: not applied, it changes the results ({f.change}){how}")
+    return out
+
+
+def compile_kwargs(diag: Diagnosis, steps_per_call: int) -> dict[str, Any]:
+    """The measured compute findings that keep the results, as keyword arguments of
+    model.compile for a model.fit user: XLA, more steps per call."""
+    codes = {f.code for f in diag.findings}
+    out: dict[str, Any] = {}
+    if "xla" in codes:
+        out["jit_compile"] = True
+    if "steps_per_call" in codes:
+        out["steps_per_execution"] = steps_per_call
+    return out
 
 
 def apply_changes(cfg: Any, changes: dict[str, Any]) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tfperf.doctor.fix.runfile import apply_changes, describe_changes
 from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
-from tfperf.doctor.probes.target import build_target, train_probe
+from tfperf.doctor.probes.target import build_target, fixed_steps_per_call, train_probe
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 from tfperf.train.run_input import first_of
 
@@ -56,6 +56,11 @@ class FixResult:
     check: Comparison | None = None  # the optimized pipeline against the original, paired
     code_edits: list[str] = field(default_factory=list)  # each kept rewrite as a code edit
     predicted: float | None = None  # the cost model's gain for the kept changes together
+    # Findings not tried because they change the results (doctor.allow), one line each.
+    withheld: list[str] = field(default_factory=list)
+    # For a model.fit user (tfperf.optimize): the measured compute winners as the keyword
+    # arguments to pass to model.compile, e.g. {"jit_compile": True}.
+    compile_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -73,6 +78,8 @@ class FixResult:
             "pipeline_changes": self.pipeline_changes,
             "code_edits": self.code_edits,
             "written": self.written,
+            "withheld": self.withheld,
+            "compile_kwargs": self.compile_kwargs,
         }
 
     def to_html(self, path: str | Path) -> Path:
@@ -85,11 +92,13 @@ class FixResult:
 
 # ---- timing a candidate against the current pipeline -------------------------------------
 def trial_probe(name: str, cfg: Any, ds: Any, batch: int) -> Probe:
-    """Training on `ds` with `cfg`'s model and precision: a fresh target per variant."""
+    """Training on `ds` with `cfg`'s model, precision and XLA setting, at the run's own
+    steps per call when it fixes them (else doctor.steps): a fresh target per variant."""
     ds = repeat_if_finite(ds)
     clock = FIX_CLOCK.get()
     target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
-    return train_probe(name, target, ds, cfg.doctor, clock.limit if clock else None)
+    limit = clock.limit if clock else None
+    return train_probe(name, target, ds, cfg.doctor, limit, fixed_steps_per_call(cfg))
 
 
 def _pair(

@@ -33,6 +33,23 @@ class StepTarget:
         return lambda it, n: float(step(it, n)["wait_s"])
 
 
+def local_accelerators() -> int:
+    """This host's GPUs (logical devices), else its TPU cores; 0 on a CPU-only host."""
+    import tensorflow as tf
+
+    return len(tf.config.list_logical_devices("GPU")) or len(tf.config.list_logical_devices("TPU"))
+
+
+def devices_used(cfg: Any) -> int:
+    """The local accelerators the run trains on: all of them under mirrored (or auto, which
+    resolves to mirrored with several GPUs) and multi-worker, else one."""
+    from tfperf.train.strategy import resolve_kind
+
+    if resolve_kind(cfg.train.strategy) in ("mirrored", "multi_worker"):
+        return max(1, local_accelerators())
+    return 1
+
+
 def on_accelerator() -> bool:
     """Whether the model's step runs on a GPU (or TPU) rather than on the host's CPU cores:
     the cost model then lets input and model overlap without sharing cores."""
@@ -113,15 +130,21 @@ def _batch_any(ds: Any, batch_size: int) -> Any:
 
 
 def train_probe(
-    name: str, target: StepTarget, ds: Any, d: Any, time_limit: float | None = None
+    name: str,
+    target: StepTarget,
+    ds: Any,
+    d: Any,
+    time_limit: float | None = None,
+    steps_per_call: int | None = None,
 ) -> Probe:
     """The real train step fed by `ds`: examples/s and the time it waited for input
-    (`time_limit`: seconds per repeat)."""
+    (`time_limit`: seconds per repeat; `steps_per_call`: steps per compiled call, default
+    doctor.steps)."""
     return training_probe(
         name,
         target.run_steps,
         ds,
-        steps=d.steps,
+        steps=steps_per_call or d.steps,
         warmup=d.warmup,
         examples_per_step=target.batch,
         min_seconds=d.min_seconds,
@@ -130,7 +153,25 @@ def train_probe(
 
 
 def compute_probe(
-    name: str, target: StepTarget, ds: Any, d: Any, time_limit: float | None = None
+    name: str,
+    target: StepTarget,
+    ds: Any,
+    d: Any,
+    time_limit: float | None = None,
+    steps_per_call: int | None = None,
 ) -> Probe:
     """The compute limit: the same train step fed the first batch of `ds` from memory."""
-    return train_probe(name, target, cached_batch(ds), d, time_limit)
+    return train_probe(name, target, cached_batch(ds), d, time_limit, steps_per_call)
+
+
+def fixed_steps_per_call(cfg: Any) -> int | None:
+    """The steps per compiled call the run trains with when the run file fixes it
+    (train.steps_per_loop: N); None for auto, which sizes calls for speed."""
+    spl = cfg.train.steps_per_loop
+    return spl if isinstance(spl, int) else None
+
+
+def steps_per_call_in_use(cfg: Any) -> int | None:
+    """The steps per call the user's training makes: model.fit's steps_per_execution for a
+    handed model (doctor.fit_steps_per_execution), else the run file's fixed one."""
+    return cfg.doctor.fit_steps_per_execution or fixed_steps_per_call(cfg)

@@ -117,6 +117,11 @@ def render_fix(result: FixResult, console: Console) -> None:
         console.print("the kept changes as edits of your pipeline's code:")
         for edit in result.code_edits:
             console.print(f"  {edit}", highlight=False, soft_wrap=True)
+    if result.compile_kwargs:
+        args = ", ".join(f"{k}={v!r}" for k, v in result.compile_kwargs.items())
+        console.print(f"for model.fit: model.compile(..., {args})", highlight=False)
+    for line in result.withheld:
+        console.print(f"withheld: {line}", highlight=False, soft_wrap=True, markup=False)
     for path in result.written:
         console.print(f"wrote {path}")
     if not result.written:

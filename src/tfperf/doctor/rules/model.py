@@ -66,7 +66,7 @@ def rule_precision(ctx: Evidence) -> list[Finding]:
     if not options:
         return []
     best, rate = max(options.items(), key=lambda kv: kv[1])
-    if rate < PRECISION_GAIN * current:
+    if not ctx.beats_compute(f"precision={best}", PRECISION_GAIN - 1):
         return []
     gain = ctx.speedup_compute(rate)
     measured = ", ".join(f"{k} {number(v)}" for k, v in options.items())
@@ -91,7 +91,7 @@ def rule_xla(ctx: Evidence) -> list[Finding]:
     """The train step compiled with XLA, timed on the user's model beside the compute limit."""
     rate = ctx.variants.get(XLA_VARIANT)
     current = ctx.compute
-    if rate is None or rate < XLA_GAIN * current:
+    if rate is None or not ctx.beats_compute(XLA_VARIANT, XLA_GAIN - 1):
         return []
     gain = ctx.speedup_compute(rate)
     return [
