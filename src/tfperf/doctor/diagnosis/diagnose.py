@@ -23,7 +23,13 @@ from tfperf.doctor.diagnosis.rewritten import (
 )
 from tfperf.doctor.diagnosis.stages import cache_candidate, stage_probes, stage_timings
 from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
-from tfperf.doctor.evidence.evidence import COMPUTE_VARIANTS, PAIRED_COMPUTE, Evidence
+from tfperf.doctor.evidence.evidence import (
+    COMPUTE_VARIANTS,
+    PAIRED_COMPUTE,
+    PAIRED_TRAINING,
+    TRAINING_VARIANTS,
+    Evidence,
+)
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.user_source import user_source
@@ -100,21 +106,24 @@ def _measure(
 def _paired(
     measured: dict[str, Measurement],
     errors: dict[str, Exception],
-    compute: float,
+    reference: str,
+    prefixes: tuple[str, ...],
+    main: Measurement,
     variants: dict[str, float],
 ) -> dict[str, Comparison]:
-    """Each compute what-if against the compute limit timed in the same rounds; its rate in
-    `variants` is restated on the main compute limit's scale (compute x the paired median
-    ratio), so that a slower or faster spell of the host between phases does not count."""
-    ref = measured.get(PAIRED_COMPUTE)
-    variants.pop(PAIRED_COMPUTE, None)
-    if ref is None or PAIRED_COMPUTE in errors or not ref.runs:
+    """Each what-if named by `prefixes` against `reference` (the compute limit or training,
+    timed again in the same rounds); its rate in `variants` is restated on the main phase's
+    scale (`main` x the paired median ratio), so that a slower or faster spell of the host
+    between phases does not count."""
+    ref = measured.get(reference)
+    variants.pop(reference, None)
+    if ref is None or reference in errors or not ref.runs:
         return {}
     out = {}
     for name, m in measured.items():
-        if name.startswith(COMPUTE_VARIANTS) and name not in errors and m.runs:
+        if name.startswith(prefixes) and name not in errors and m.runs:
             out[name] = compare(ref, m)
-            variants[name] = compute * out[name].ratio
+            variants[name] = main.examples_per_s.median * out[name].ratio
     return out
 
 
@@ -224,7 +233,8 @@ def diagnose(
     watched = [_guarded(budget.watch(p), errors) for p in what_ifs]
     measured_ifs = _measure(watched, d, tick, budget.left()) if watched else {}
     variants = {n: m.examples_per_s.median for n, m in measured_ifs.items() if n not in errors}
-    paired = _paired(measured_ifs, errors, compute.examples_per_s.median, variants)
+    paired = _paired(measured_ifs, errors, PAIRED_COMPUTE, COMPUTE_VARIANTS, compute, variants)
+    paired |= _paired(measured_ifs, errors, PAIRED_TRAINING, TRAINING_VARIANTS, training, variants)
     notes = [_note(n, exc) for n, exc in errors.items() if not n.startswith("stage ")]
     notes += capped.notes
     if served:
@@ -264,8 +274,8 @@ def diagnose(
         notes.append("not input-bound: the model, not the input, sets the pace")
     # A generator's finding gets the API call that replaces it and its gain on a sample.
     findings = with_generator_sample(findings, graph)
-    costly = [s for s in stages if s.us_per_example is not None]
-    slowest = max(costly, key=lambda s: s.us_per_example).label if costly else None
+    costly = [(s.us_per_example, s.label) for s in stages if s.us_per_example is not None]
+    slowest = max(costly, key=lambda c: c[0])[1] if costly else None
     source = cfg.data.pipeline or (cfg.workload and f"workload {cfg.workload}")
     return Diagnosis(
         source=source or cfg.source or "run file",

@@ -52,7 +52,9 @@ def _timed(
     return {n: m for n, m in measured.items() if n in names and n not in errors}
 
 
-def rewritten_costs(measured: dict[str, Measurement], errors: dict[str, Exception]) -> dict:
+def rewritten_costs(
+    measured: dict[str, Measurement], errors: dict[str, Exception]
+) -> dict[str, tuple[float, float]]:
     """(examples/s, CPU s per example) of each rewritten pipeline that was timed."""
     return {
         name: (m.examples_per_s.median, m.cpu_us_per_example.median * 1e-6)

@@ -6,13 +6,17 @@ the batch the pipeline really yields."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from tfperf.doctor.evidence.evidence import (
     COMPUTE_VARIANTS,
     PAIRED_COMPUTE,
+    PAIRED_TRAINING,
     STEPS_VARIANT,
+    THREADS_VARIANT,
     XLA_VARIANT,
+    cpu_count,
 )
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
@@ -20,11 +24,12 @@ from tfperf.doctor.probes.target import (
     StepTarget,
     build_target,
     compute_probe,
+    on_accelerator,
     steps_per_call_in_use,
     train_probe,
 )
 from tfperf.doctor.rewrites.edits import to_float32
-from tfperf.inputs.datasets import make_input_dataset
+from tfperf.inputs.datasets import make_input_dataset, with_input_threads
 from tfperf.measure import Probe, leading_dim, repeat_if_finite
 from tfperf.train.precision import supported_policies
 from tfperf.train.run_input import first_of
@@ -74,9 +79,7 @@ def what_if_probes(
             cpu_only = not host_accelerators()
             if policy != precision and not (cpu_only and policy == "mixed_float16"):
                 name = f"precision={policy}"
-                variant(
-                    name, lambda n=name, p=policy: _compute_at(n, cfg, train_ds, batch, p, limit)
-                )
+                variant(name, partial(_compute_at, name, cfg, train_ds, batch, policy, limit))
     if compute_variants and "batch" in d.what_ifs:
         # A larger batch pays per-step costs (dispatch, dequeue) once for more examples:
         # the run file's own pipeline rebuilt at 4x the batch, trained for real.
@@ -94,6 +97,18 @@ def what_if_probes(
             xla_cfg = cfg.model_copy(deep=True)
             xla_cfg.train.jit_compile = True
             variant(name, lambda: _compute_at(name, xla_cfg, train_ds, batch, None, limit))
+    if compute_variants and "threads" in d.what_ifs and target is not None:
+        # The input and the model on one CPU's cores: the input on half of them may leave
+        # the model enough to gain more than the input loses (not when the input is the
+        # clear limit, or already has its own pool).
+        cores = cpu_count()
+        shares_cpu = not on_accelerator() and cores > 1 and cfg.pipeline.threads == "auto"
+        if shares_cpu and verdict != "highly input-bound":
+            n = max(1, cores // 2)
+            name = f"{THREADS_VARIANT}{n}"
+            few = with_input_threads(train_ds, n)
+            variant(name, lambda: train_probe(name, target, few, d, limit))
+            out.insert(0, train_probe(PAIRED_TRAINING, target, train_ds, d, limit))
     if target is not None and any(p.name.startswith(COMPUTE_VARIANTS) for p in out):
         # Interleaved with them, the reference each compute what-if is judged against.
         reference = compute_probe(PAIRED_COMPUTE, target, train_ds, d, limit)

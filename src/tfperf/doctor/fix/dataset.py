@@ -32,6 +32,7 @@ from tfperf.doctor.rewrites.edits import (
 from tfperf.doctor.rewrites.io import cap_shuffles
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.errors import UserError
+from tfperf.measure import Probe
 
 
 def fix_dataset(
@@ -69,13 +70,15 @@ def fix_dataset(
     # The multiset check needs one finite pass without randomness; else it is skipped.
     random = any(s.is_random for s in graph.stages)
     checkable = lint.known_cardinality(ds) is not None and not random
-    best_ds, trials, changes = ds, [], []
+    best_ds = ds
+    trials: list[FixTrial] = []
+    changes: list[str] = []
     cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE.label]  # done
     for name, rewrite in cands:
 
         def build(
             name: str = name, rewrite: DatasetRewrite = rewrite, best: Any = best_ds
-        ) -> tuple:
+        ) -> tuple[Any, Probe, Probe]:
             cand = rewrite(best, lint.read_graph(best))
             if cand is None:
                 raise Skipped("not applicable")

@@ -124,6 +124,7 @@ def _edit(name: str, where: str, lines: list[str], start: int) -> str:
     at = _line_of(kind, code)
     line = start + (at if at is not None else 0)
     text = rewrite.edit
+    assert text is not None  # _EDITS and _OTHER hold only rewrites with an edit
     if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
         text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
     if name == GATHER.label and at is not None and "timeseries_dataset_from_array(" in code[at]:
@@ -161,6 +162,7 @@ _CALLS = {
     "shuffle": (".shuffle(",),
     "gather": ("timeseries_dataset_from_array(", "from_tensor_slices("),
     "source": ("timeseries_dataset_from_array(", "from_tensor_slices(", "from_tensors("),
+    "csv": ("make_csv_dataset(", "CsvDataset("),
 }
 
 

@@ -158,8 +158,8 @@ def run_trial(
         trials.append(FixTrial(name, change, None, False, str(why)))
         return None
     except Exception as exc:  # noqa: BLE001 - e.g. a map that cannot take a batch
-        why = f"{type(exc).__name__}: {cause(exc)[:160]}"
-        trials.append(FixTrial(name, change, None, False, why))
+        failed = f"{type(exc).__name__}: {cause(exc)[:160]}"
+        trials.append(FixTrial(name, change, None, False, failed))
         return None
     reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
     # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).
@@ -227,7 +227,9 @@ def try_changes(
     best, kept = cfg, {}
     for name, changes in cands:
 
-        def build(name: str = name, changes: dict = changes, best: Any = best) -> tuple:
+        def build(
+            name: str = name, changes: dict[str, Any] = changes, best: Any = best
+        ) -> tuple[Any, Probe, Probe]:
             cand = apply_changes(best, changes)
             return cand, probe(best, "best so far"), probe(cand, name)
 

@@ -56,7 +56,7 @@ class Budget:
         Past `until` (a time.monotonic() deadline, default this budget's end) a probe not
         `required` raises OutOfTime instead of running."""
         deadline = self.end if until is None else until
-        runs = []  # a probe measured once is not dropped later: rounds stop on their own
+        runs: list[Run] = []  # a probe measured once is not dropped later: rounds stop on their own
 
         def run_once() -> Run:
             if not required and not runs and time.monotonic() > deadline:

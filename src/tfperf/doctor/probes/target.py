@@ -72,7 +72,7 @@ def build_target(
     import keras
     import tensorflow as tf
 
-    from tfperf.train.setup import build_train_parts
+    from tfperf.train.parts import build_train_parts
     from tfperf.train.strategy import StrategyInfo
 
     if not isinstance(element_spec, tuple) or len(element_spec) not in (2, 3):

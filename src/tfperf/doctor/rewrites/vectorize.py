@@ -63,14 +63,14 @@ def vectorize_maps(graph: lint.DatasetGraph, ds: Any) -> VectorizeResult:
         moved = [st for st in maps if st.name in done]
         # The batch now batches the elements before the first moved map: same shapes needed.
         while moved and not _batchable(done[moved[0].name]):
-            why = "its input elements can differ in shape, so they cannot be batched before it"
-            result.fallbacks.append((moved[0].label, why))
+            reason = "its input elements can differ in shape, so they cannot be batched before it"
+            result.fallbacks.append((moved[0].label, reason))
             done.pop(moved.pop(0).name)
         for st in [m for m in maps if m.name not in done]:
             if not any(label == st.label for label, _ in result.fallbacks):
                 later = next(m for m in maps if m.index > st.index and m.name not in done)
-                why = f"it comes before {later.label}, which stays per-example"
-                result.fallbacks.append((st.label, why))
+                reason = f"it comes before {later.label}, which stays per-example"
+                result.fallbacks.append((st.label, reason))
             changed |= _make_parallel(g, nodes[st.name])
         if moved:
             _move_batch(g, nodes, batch, chain, moved, done, lead)

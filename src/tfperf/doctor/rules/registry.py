@@ -34,7 +34,7 @@ class Rewrite:
     edit: str | None = None
     # The line of the user's function the edit names: a kind fix/pipeline_file.py's _line_of
     # knows ("vectorize", "batch_move", "parallel", "cache", "float32", "reads", "batch",
-    # "shuffle", "gather", "source"), else the function's return.
+    # "shuffle", "gather", "source", "csv"), else the function's return.
     at: str = "return"
 
 
@@ -101,7 +101,7 @@ def run_rules(ctx: Evidence) -> list[Finding]:
     # While the input is the limit, compute changes cannot show their gain: input first.
     input_bound = ctx.input_bound_fraction >= MODERATELY
 
-    def key(f: Finding) -> tuple:
+    def key(f: Finding) -> tuple[bool, bool, bool, bool, float, int]:
         r = _REGISTRY.get(f.code)
         later = (f.kind == "compute") == input_bound
         # A wrong stage order changes what the model learns from: it comes right after the
