@@ -147,11 +147,11 @@ def test_gather_per_batch_is_faster_and_replayed_by_name():
     ds = _windows(shuffle=True, seed=1, batch_size=32)
     out = tfperf.apply_rewrites(ds, [GATHER.label])
     assert _kinds(out)[0] == "source" and lint.read_graph(out).stages[0].op == "RangeDataset"
-    probes = [pipeline_probe(k, d, batches=20, warmup=3) for k, d in (("a", ds), ("b", out))]
+    probes = [pipeline_probe(k, d, batches=50, warmup=5) for k, d in (("a", ds), ("b", out))]
     m = side_by_side(probes, repeats=3)
     c = compare(m["a"], m["b"])
-    # 13x measured on two idle cores; a busy host still sees several times.
-    assert c.faster and c.ratio > 3, c
+    # 13x measured on two idle cores; a host busy with other jobs still sees several times.
+    assert c.faster and c.ratio > 2, c
 
 
 # ---- the rule, on the Hands-On ML windows (tests/doctor/public_pipelines) ------------------

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tfperf.doctor.evidence.evidence import cpu_count
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.trials import Skipped
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.cache import cache_work
+from tfperf.doctor.rewrites.csv_batched import batched_csv, find_csv
 from tfperf.doctor.rewrites.edits import (
     batch_before_map,
     set_deterministic,
@@ -32,6 +34,7 @@ from tfperf.doctor.rewrites.io import (
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
 from tfperf.doctor.rules import Rewrite
 from tfperf.doctor.rules.cache import CACHE_PREFIX, MOVE_CACHE
+from tfperf.doctor.rules.csv_rows import CSV_BATCHED
 from tfperf.doctor.rules.floats import FLOAT32_SOURCE
 from tfperf.doctor.rules.gather import GATHER
 from tfperf.doctor.rules.parallel import (
@@ -43,6 +46,8 @@ from tfperf.doctor.rules.parallel import (
 from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
 from tfperf.doctor.rules.pipeline_end import FLOAT32, PREFETCH_END
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
+from tfperf.doctor.rules.threads import INPUT_THREADS, threads_variant
+from tfperf.inputs.datasets import with_input_threads
 
 DatasetRewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
 # A rewrite no rule asks for (no finding names a sequential batch): its label and code edit.
@@ -101,9 +106,12 @@ def dataset_candidates(
         return result.dataset
 
     cands: list[tuple[str, DatasetRewrite]] = []
+    # The sources themselves change first, before any map: examples cut from in-memory
+    # arrays, CSV rows parsed one at a time.
     if find_site(graph) is not None:
-        # Examples cut from in-memory arrays: the source itself changes, before any map.
         cands.append((GATHER.label, lambda d, g: batched_gather(g, d)))
+    if find_csv(graph) is not None:
+        cands.append((CSV_BATCHED.label, lambda d, g: batched_csv(g, d)))
     cands += [
         # pfor's vectorized f first; moving f itself after batch is right only when f
         # happens to take a batch, and is tried on what vectorizing left per-example.
@@ -132,6 +140,12 @@ def dataset_candidates(
             return d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)
 
         cands.append((FLOAT32.label, cast))
+    threads = threads_variant(diag.variants) if diag else None
+    if diag is None or (threads and any(f.code == "input_threads" for f in diag.findings)):
+        # The input on its own pool, as the diagnosis timed it (replayed: half the cores,
+        # as the doctor times it).
+        n = threads[1] if threads else max(1, cpu_count() // 2)
+        cands.append((INPUT_THREADS.label, lambda d, g: with_input_threads(d, n)))
     return cands
 
 

@@ -232,18 +232,6 @@ def _read_index(ds: Any) -> tuple[_Index, int] | None:
     return _Index("matrix", np.concatenate(parts)), n
 
 
-def const_array(nodes: dict[str, Any], ref: str) -> Any:
-    """The value of a Const node as numpy (any dtype and encoding: string tensors stored as
-    raw bytes too, which tensor_util's reader refuses); None when `ref` is no Const."""
-    import tensorflow as tf
-
-    node = nodes.get(ref.split(":")[0].lstrip("^"))
-    if node is None or node.op != "Const":
-        return None
-    proto = node.attr["value"].tensor
-    return tf.io.parse_tensor(proto.SerializeToString(), tf.dtypes.as_dtype(proto.dtype)).numpy()
-
-
 def _gather_function(arrays: list[Any], indexes: list[_Index]) -> Any:
     """fn(k: int64 [batch]) -> each array's rows for examples k, as a tuple."""
     import tensorflow as tf
@@ -282,7 +270,7 @@ def batched_gather(graph: lint.DatasetGraph, ds: Any) -> Any | None:
     nodes = {n.name: n for n in g.node}
     arrays, indexes, counts = [], [], []
     for col in site.columns:
-        array = const_array(nodes, col.array)
+        array = splice.const_array(nodes, col.array)
         if array is None or array.ndim == 0:
             return None
         arrays.append(array)

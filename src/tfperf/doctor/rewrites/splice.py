@@ -135,6 +135,20 @@ def unshuffled(g: Any) -> Any:
     return g
 
 
+def const_array(nodes: dict[str, Any], ref: str) -> Any:
+    """The value of a Const node as numpy (any dtype and encoding: string tensors stored as
+    raw bytes too, which tensor_util's reader refuses); None when `ref` is no Const."""
+    import numpy as np
+    import tensorflow as tf
+
+    node = nodes.get(ref.split(":")[0].lstrip("^"))
+    if node is None or node.op != "Const":
+        return None
+    proto = node.attr["value"].tensor
+    value = tf.io.parse_tensor(proto.SerializeToString(), tf.dtypes.as_dtype(proto.dtype))
+    return np.asarray(value.numpy())  # a scalar string comes back as bytes
+
+
 def has_shuffle_and_repeat(g: Any) -> bool:
     """A fused shuffle-and-repeat: bypassing it would drop its repeat too."""
     return any(n.op.startswith("ShuffleAndRepeat") for n in g.node)

@@ -11,7 +11,7 @@ from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.rewrites.gather import find_site
 from tfperf.doctor.rules.registry import Rewrite, rule
-from tfperf.doctor.rules.stage_cost import MIN_STAGE_SHARE
+from tfperf.doctor.rules.stage_cost import MIN_STAGE_SHARE, prefix_cost
 from tfperf.util.format import number
 
 WINDOWS_EDIT = (
@@ -43,8 +43,7 @@ def rule_per_example_gather(ctx: Evidence) -> list[Finding]:
     if site is None:
         return []
     # Every stage up to the batch works per example (the windows' index maps and zips too).
-    stages = ctx.graph.stages[: site.batch.index + 1]
-    cost = sum(ctx.stage_cost(st.index) for st in stages)
+    cost = prefix_cost(ctx, site.batch.index)
     if cost * ctx.pipeline < MIN_STAGE_SHARE:
         return []
     wall = REMOVED * cost

@@ -86,6 +86,16 @@ def stage_finding(
     )
 
 
+def prefix_cost(ctx: Evidence, index: int) -> float:
+    """Seconds per example of the pipeline cut after stage `index`: its prefix's measured
+    rate (the stages' own costs, differences of prefixes, are noisier and give a file
+    list's stage per-file costs), else the sum of the stages' costs."""
+    timing = next((t for t in ctx.stages if t.index == index), None)
+    if timing is not None and timing.examples_per_s:
+        return 1.0 / timing.examples_per_s
+    return sum(ctx.stage_cost(st.index) for st in ctx.graph.stages[: index + 1])
+
+
 def fixed_share(ctx: Evidence, st: lint.GraphStage) -> float:
     """Share of a stage's cost that a more specific finding already removes."""
     if st.is_generator:
