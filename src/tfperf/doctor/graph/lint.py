@@ -9,7 +9,7 @@ It times nothing and judges nothing: diagnosis/ times the prefixes, rules/ decid
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph.read import (
     AUTOTUNE,
@@ -18,6 +18,9 @@ from tfperf.doctor.graph.read import (
     const_value,
     read_graph,
 )
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 __all__ = [
     "AUTOTUNE",
@@ -34,7 +37,7 @@ __all__ = [
 ]
 
 
-def prefix_dataset(graph: DatasetGraph, stage: GraphStage) -> Any:
+def prefix_dataset(graph: DatasetGraph, stage: GraphStage) -> tf.data.Dataset:
     """The pipeline cut after `stage`, rebuilt from the graph as a dataset of flat tuples."""
     import tensorflow as tf
 
@@ -88,7 +91,7 @@ def _flat_specs(spec: Any, path: str = "") -> list[tuple[str, Any]]:
     return [(path or "element", spec)]
 
 
-def rebuild(graph_def: Any, element_spec: Any) -> Any:
+def rebuild(graph_def: Any, element_spec: Any) -> tf.data.Dataset:
     """A dataset from a (possibly rewritten) GraphDef whose output matches `element_spec`."""
     import tensorflow as tf
 
@@ -111,7 +114,7 @@ def deterministic_stages(graph: DatasetGraph) -> list[GraphStage]:
     return out
 
 
-def known_cardinality(ds: Any) -> int | None:
+def known_cardinality(ds: tf.data.Dataset) -> int | None:
     """Elements per pass, when tf.data knows it without reading (None: unknown/infinite)."""
     import tensorflow as tf
 

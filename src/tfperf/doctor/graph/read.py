@@ -9,7 +9,10 @@ its prefixes, rules/ decide. One job (reading the graph), with the op table it n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Short kinds for the dataset ops the rules care about; unknown ops are "other".
 _OPS_BY_KIND = {
@@ -328,7 +331,7 @@ def _stage(nodes: dict[str, Any], library: dict[str, Any], node: Any, index: int
     return st
 
 
-def read_graph(ds: Any) -> DatasetGraph:
+def read_graph(ds: tf.data.Dataset) -> DatasetGraph:
     """The chain of stages of `ds` (any tf.data.Dataset), source first."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2

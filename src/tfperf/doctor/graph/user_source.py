@@ -7,8 +7,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.util.imports import load_object
 
@@ -41,14 +41,15 @@ class UserSource:
         return f"{self.file}:{line}: `{self.lines[line - self.start].strip()}`"
 
 
-def user_source(cfg: Any) -> UserSource | None:
+def user_source(cfg: RunConfig) -> UserSource | None:
     """The run file's data.pipeline function's source (None: no such function, or inspect
     cannot read it, e.g. a function defined in a notebook cell or a C extension)."""
-    if not getattr(cfg.data, "pipeline", None):
+    pipeline = cfg.data.pipeline
+    if not pipeline:
         return None
     home = str(Path(cfg.source).parent) if cfg.source else None
     try:
-        fn = load_object(cfg.data.pipeline, field="data.pipeline", search_dir=home)
+        fn = load_object(pipeline, field="data.pipeline", search_dir=home)
         lines, start = inspect.getsourcelines(fn)
         file = inspect.getsourcefile(fn) or "?"
     except (UserError, TypeError, OSError):

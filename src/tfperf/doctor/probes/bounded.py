@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from tfperf.config import RunConfig
 from tfperf.data.pipeline_sizes import plan_shuffle_buffer
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # An over-budget buffer is measured with at most this many elements: a shuffle's steady
 # rate does not depend on its size, and every probe refills it in its untimed warm-up.
@@ -26,7 +30,7 @@ MEASURE_BUFFER = 10_000
 class Bounded:
     """The dataset to time, its graph, and what was capped to get it."""
 
-    dataset: Any
+    dataset: tf.data.Dataset
     graph: lint.DatasetGraph  # stages of the original (labels), GraphDef of the copy
     bytes_in: dict[int, int] = field(default_factory=dict)  # stage index -> B per element in
     capped: dict[int, int] = field(default_factory=dict)  # shuffle stage -> measured buffer
@@ -67,13 +71,13 @@ def element_bytes(element: Any) -> int:
     return total
 
 
-def mean_bytes(ds: Any, n: int = 4) -> int:
+def mean_bytes(ds: tf.data.Dataset, n: int = 4) -> int:
     """Mean bytes of the first `n` elements of `ds`."""
     elems = list(ds.take(n))
     return int(sum(element_bytes(e) for e in elems) / max(1, len(elems)))
 
 
-def ram_budget_bytes(cfg: Any) -> int:
+def ram_budget_bytes(cfg: RunConfig) -> int:
     """The RAM a buffer or cache may use: the run file's budget, at most half the free RAM."""
     return int(min(cfg.pipeline.shuffle_ram_mb * 2**20, psutil.virtual_memory().available / 2))
 
@@ -107,11 +111,11 @@ def _bypass(graph_def: Any, stage: lint.GraphStage) -> None:
                 n.input[i] = node.input[0]
 
 
-def _prefix_before(graph: lint.DatasetGraph, st: lint.GraphStage) -> Any:
+def _prefix_before(graph: lint.DatasetGraph, st: lint.GraphStage) -> tf.data.Dataset:
     return lint.prefix_dataset(graph, graph.stages[st.index - 1])
 
 
-def bounded(ds: Any, graph: lint.DatasetGraph, budget: int) -> Bounded:
+def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bounded:
     """`ds` as the doctor may time it: every shuffle buffer over `budget` bytes capped (at
     most MEASURE_BUFFER elements) and every in-memory cache whose epoch outgrows `budget`
     left out. Stages are handled source first, so a size is read from an already capped
@@ -144,7 +148,7 @@ def bounded(ds: Any, graph: lint.DatasetGraph, budget: int) -> Bounded:
     return out
 
 
-def _infinite(ds: Any) -> bool:
+def _infinite(ds: tf.data.Dataset) -> bool:
     import tensorflow as tf
 
     return int(tf.data.experimental.cardinality(ds)) == tf.data.INFINITE_CARDINALITY

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,7 +112,7 @@ FIX_CLOCK: ContextVar[FixClock | None] = ContextVar("tfperf_fix_clock", default=
 MIN_TRIAL_SECONDS = 2.0  # a trial with less time than this is reported as not measured
 
 
-def fix_clock(budget: Budget, trials: int, repeats: int) -> Any:
+def fix_clock(budget: Budget, trials: int, repeats: int) -> Token[FixClock | None]:
     """Sets the clock of a --fix of `trials` candidates; returns the token to reset it."""
     limit = budget.per_probe(budget.left(), 2 * (trials + 1), max(2, repeats))
     return FIX_CLOCK.set(FixClock(budget, limit, trials))

@@ -12,10 +12,13 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 SAMPLE = 2_000  # elements written and read back: a few seconds on 2 cores
 SAMPLE_BATCH = 64
@@ -75,7 +78,7 @@ def feature_names(count: int) -> list[str]:
     return [f"x{i}" for i in range(count - 1)] + ["y"]
 
 
-def _rows(ds: Any, names: list[str], n: int) -> list[dict[str, Any]]:
+def _rows(ds: tf.data.Dataset, names: list[str], n: int) -> list[dict[str, Any]]:
     import tensorflow as tf
 
     rows = []

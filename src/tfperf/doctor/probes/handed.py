@@ -8,14 +8,17 @@ from __future__ import annotations
 import itertools
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import keras
 
 # name -> factory; model.name = "tfperf.doctor.probes.handed:MODELS.<name>" loads the factory.
 MODELS = types.SimpleNamespace()
 _ids = itertools.count()
 
 
-def register(make: Callable[[], Any]) -> str:
+def register(make: Callable[[], keras.Model]) -> str:
     """A model.name under which `make()` is found; `unregister` it when done."""
     name = f"m{next(_ids)}"
     setattr(MODELS, name, make)
@@ -26,19 +29,19 @@ def unregister(spec: str) -> None:
     delattr(MODELS, spec.rsplit(".", 1)[-1])
 
 
-def compiled_loss(model: Any) -> Any:
+def compiled_loss(model: keras.Model) -> Any:
     """The loss `model` was compiled with, or None."""
     config = getattr(model, "_compile_config", None)
     return (config.config if config is not None else {}).get("loss")
 
 
-def clone_factory(model: Any, loss: Any = None) -> Callable[[], Any]:
+def clone_factory(model: keras.Model, loss: Any = None) -> Callable[[], keras.Model]:
     """Fresh copies of `model` (same layers, new weights), compiled with `loss` when it is a
     loss object or function; a model Keras cannot clone (subclassed without get_config) is
     handed as itself (the caller restores its weights)."""
     import keras
 
-    def make() -> Any:
+    def make() -> keras.Model:
         try:
             clone = keras.models.clone_model(model)
         except Exception:  # noqa: BLE001 - not clonable: the model itself
@@ -50,7 +53,7 @@ def clone_factory(model: Any, loss: Any = None) -> Callable[[], Any]:
     return make
 
 
-def standin_factory() -> Callable[[], Any]:
+def standin_factory() -> Callable[[], keras.Model]:
     """A model that costs next to nothing per step whatever the features (any structure,
     any dtype): training then runs at the pipeline's pace, which is what the doctor times
     when the user gives no model."""
@@ -67,7 +70,7 @@ def standin_factory() -> Callable[[], Any]:
             # One row of ones per example: the batch size is all it reads.
             return self.out(tf.ones(tf.stack([tf.shape(first)[0], 1])))
 
-    def make() -> Any:
+    def make() -> keras.Model:
         model = StandIn()
         model.compile(optimizer="adam", loss=standin_loss)
         return model

@@ -10,18 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tfperf.config import DoctorConfig, RunConfig
 from tfperf.errors import UserError
 from tfperf.measure import Probe, StepRunner, cached_batch, pipeline_probe, training_probe
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+    from tfperf.train.step import TrainStep
 
 
 @dataclass
 class StepTarget:
     """A model, optimizer and the real compiled multi-step train function, built once."""
 
-    model: Any
-    train_step: Any  # tfperf.train.step.TrainStep
+    model: keras.Model
+    train_step: TrainStep
     precision: str
     batch: int
 
@@ -40,7 +47,7 @@ def local_accelerators() -> int:
     return len(tf.config.list_logical_devices("GPU")) or len(tf.config.list_logical_devices("TPU"))
 
 
-def devices_used(cfg: Any) -> int:
+def devices_used(cfg: RunConfig) -> int:
     """The local accelerators the run trains on: all of them under mirrored (or auto, which
     resolves to mirrored with several GPUs) and multi-worker, else one."""
     from tfperf.train.strategy import resolve_kind
@@ -59,7 +66,7 @@ def on_accelerator() -> bool:
 
 
 def build_target(
-    cfg: Any,
+    cfg: RunConfig,
     element_spec: Any,
     batch: int,
     precision: str | None = None,
@@ -94,8 +101,8 @@ def build_target(
 
 def dataset_probe(
     name: str,
-    ds: Any,
-    d: Any,
+    ds: tf.data.Dataset,
+    d: DoctorConfig,
     batch_size: int | None = None,
     time_limit: float | None = None,
 ) -> Probe:
@@ -116,7 +123,7 @@ def dataset_probe(
     )
 
 
-def _batch_any(ds: Any, batch_size: int) -> Any:
+def _batch_any(ds: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
     """Batched as training would be; examples of varying shape (a parse before padded_batch
     or bucket_by_sequence_length) cannot stack, so they batch as ragged tensors."""
     import tensorflow as tf
@@ -132,8 +139,8 @@ def _batch_any(ds: Any, batch_size: int) -> Any:
 def train_probe(
     name: str,
     target: StepTarget,
-    ds: Any,
-    d: Any,
+    ds: tf.data.Dataset,
+    d: DoctorConfig,
     time_limit: float | None = None,
     steps_per_call: int | None = None,
 ) -> Probe:
@@ -155,8 +162,8 @@ def train_probe(
 def compute_probe(
     name: str,
     target: StepTarget,
-    ds: Any,
-    d: Any,
+    ds: tf.data.Dataset,
+    d: DoctorConfig,
     time_limit: float | None = None,
     steps_per_call: int | None = None,
 ) -> Probe:
@@ -164,14 +171,14 @@ def compute_probe(
     return train_probe(name, target, cached_batch(ds), d, time_limit, steps_per_call)
 
 
-def fixed_steps_per_call(cfg: Any) -> int | None:
+def fixed_steps_per_call(cfg: RunConfig) -> int | None:
     """The steps per compiled call the run trains with when the run file fixes it
     (train.steps_per_loop: N); None for auto, which sizes calls for speed."""
     spl = cfg.train.steps_per_loop
     return spl if isinstance(spl, int) else None
 
 
-def steps_per_call_in_use(cfg: Any) -> int | None:
+def steps_per_call_in_use(cfg: RunConfig) -> int | None:
     """The steps per call the user's training makes: model.fit's steps_per_execution for a
     handed model (doctor.fit_steps_per_execution), else the run file's fixed one."""
     return cfg.doctor.fit_steps_per_execution or fixed_steps_per_call(cfg)

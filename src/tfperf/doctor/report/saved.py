@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tfperf.config import RunConfig
 from tfperf.runreport.run_dir import DOCTOR_NAME, save_json
 from tfperf.train.checkpoints.folder import run_dirs
 
 
-def save_result(cfg: Any, data: dict[str, Any]) -> tuple[Path, str | None]:
+def save_result(cfg: RunConfig, data: dict[str, Any]) -> tuple[Path, str | None]:
     """(the path of doctor.json, None) once written; (that path, why) when the folder cannot
     be written: the doctor's own report on stdout does not depend on it."""
     path = run_dirs(cfg).out_dir / DOCTOR_NAME
