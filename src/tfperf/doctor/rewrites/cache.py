@@ -10,10 +10,13 @@ reshuffled. The stages after the cache (batch, shuffle, prefetch, repeat) are re
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import mean_bytes
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 REAPPLIED = ("batch", "shuffle", "prefetch", "repeat", "options")  # stages after the cache
 
@@ -58,7 +61,9 @@ def _without(graph: lint.DatasetGraph, stage: lint.GraphStage) -> lint.DatasetGr
     return lint.DatasetGraph(g, graph.stages, graph.element_spec, graph.deterministic_option)
 
 
-def _reapply(ds: Any, graph: lint.DatasetGraph, rest: list[lint.GraphStage]) -> Any | None:
+def _reapply(
+    ds: tf.data.Dataset, graph: lint.DatasetGraph, rest: list[lint.GraphStage]
+) -> tf.data.Dataset | None:
     """`ds` with the stages `rest` applied again (None when one cannot be)."""
     import tensorflow as tf
 
@@ -80,7 +85,9 @@ def _reapply(ds: Any, graph: lint.DatasetGraph, rest: list[lint.GraphStage]) -> 
     return ds
 
 
-def cache_work(graph: lint.DatasetGraph, ds: Any, budget: int) -> Any | None:
+def cache_work(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, budget: int
+) -> tf.data.Dataset | None:
     """`ds` with its cacheable prefix cached in RAM (a source shuffle moved after the cache,
     over every element), when the cached elements and that shuffle's buffer fit `budget`
     bytes and only REAPPLIED stages follow; None otherwise."""

@@ -10,7 +10,7 @@ fix/ tries them and keeps those that help.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.pfor_fn import PER_ELEMENT_OPS
@@ -20,9 +20,14 @@ from tfperf.doctor.rewrites.pfor_fn import PER_ELEMENT_OPS
 from tfperf.measure.examples import example_multiset as example_multiset
 from tfperf.measure.examples import same_examples as same_examples
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 # ---- rewrites -----------------------------------------------------------------------------
-def set_deterministic(graph: lint.DatasetGraph, ds: Any, value: bool) -> Any:
+def set_deterministic(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, value: bool
+) -> tf.data.Dataset:
     """`ds` with every op's `deterministic` attribute and the dataset option set to `value`."""
     import tensorflow as tf
 
@@ -36,7 +41,9 @@ def set_deterministic(graph: lint.DatasetGraph, ds: Any, value: bool) -> Any:
     return out.with_options(opts)
 
 
-def batch_before_map(graph: lint.DatasetGraph, ds: Any) -> tuple[Any, str] | None:
+def batch_before_map(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset
+) -> tuple[tf.data.Dataset, str] | None:
     """Moves the per-example map right before the first batch after it (map(f).batch(n)
     becomes batch(n).map(f)); the caller checks that f gave the same examples on a batch."""
     stages = graph.stages
@@ -82,7 +89,7 @@ def batch_before_map(graph: lint.DatasetGraph, ds: Any) -> tuple[Any, str] | Non
     return lint.rebuild(g, ds.element_spec), f"batch before {st.label} (vectorized)"
 
 
-def with_options(ds: Any, **flags: bool) -> Any:
+def with_options(ds: tf.data.Dataset, **flags: bool) -> tf.data.Dataset:
     """`ds` with tf.data's map parallelization and/or autotuning switched on."""
     import tensorflow as tf
 

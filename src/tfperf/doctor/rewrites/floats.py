@@ -13,11 +13,14 @@ Python (py_function, generators) is not retyped. Nothing is timed here.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.read import PY_FUNC_OPS
 from tfperf.doctor.rewrites import splice
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Elements of one pass compared by the check (the first ones, in the source's order).
 CHECK_ELEMENTS = 256
@@ -160,7 +163,7 @@ def close_values(a: Any, b: Any, limit: int = CHECK_ELEMENTS) -> bool:
     return True
 
 
-def float32_at_source(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+def float32_at_source(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """`ds` computed in float32 from its float64 constants on (module docstring); None when
     nothing in it is float64, or it computes values in Python or at random."""
     g0 = graph.graph_def

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites import splice
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 MAP_OPS = frozenset({"MapDataset", "ParallelMapDataset", "ParallelMapDatasetV2"})
 BATCH_OPS = frozenset({"BatchDataset", "BatchDatasetV2", "ParallelBatchDataset"})
@@ -186,7 +189,7 @@ class _Index:
     step: int = 1
 
 
-def _read_index(ds: Any) -> tuple[_Index, int] | None:
+def _read_index(ds: tf.data.Dataset) -> tuple[_Index, int] | None:
     """The indices an index dataset yields for every example, read once in batches: (how
     each example finds its rows, how many examples); None when they cannot be read."""
     import numpy as np
@@ -257,7 +260,7 @@ def _gather_function(arrays: list[Any], indexes: list[_Index]) -> Any:
     return fn
 
 
-def batched_gather(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+def batched_gather(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """`ds` with its examples cut by one gather per batch (module docstring); None when
     no batch's examples are cut one at a time from in-memory arrays, or their indices
     cannot be read."""

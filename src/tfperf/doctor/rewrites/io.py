@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.data.pipeline_sizes import plan_shuffle_buffer
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import mean_bytes
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Files read at once by a parallel interleave when the graph does not say how many there are.
 MAX_CYCLE = 16
@@ -58,7 +61,7 @@ def _set_deterministic_false(node: Any) -> None:
 
 
 # ---- parallel file reads ------------------------------------------------------------------
-def parallel_reads(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+def parallel_reads(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """Every sequential read of several files (the flat_map a TFRecordDataset over a list of
     files builds, an interleave without num_parallel_calls, a parallel interleave with
     cycle_length 1) becomes a parallel interleave: min(files, 16) files at once,
@@ -103,7 +106,9 @@ def _cycle_is_one(nodes: dict[str, Any], node: Any, n_args: int) -> bool:
 
 
 # ---- parallel maps and batch --------------------------------------------------------------
-def _each_op(graph: lint.DatasetGraph, ds: Any, op: str, edit: Any) -> Any | None:
+def _each_op(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, op: str, edit: Any
+) -> tf.data.Dataset | None:
     """`ds` with `edit(node, name of a new AUTOTUNE Const)` applied to every stage whose
     op is `op`, each made non-deterministic; None when there is none."""
     g = copy.deepcopy(graph.graph_def)
@@ -116,7 +121,7 @@ def _each_op(graph: lint.DatasetGraph, ds: Any, op: str, edit: Any) -> Any | Non
     return lint.rebuild(g, ds.element_spec) if found else None
 
 
-def parallel_maps(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+def parallel_maps(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """Every sequential map becomes a parallel one (AUTOTUNE, non-deterministic order). Unlike
     tf.data's map_parallelization option this includes stateful functions: py_function and
     numpy_function maps (whether the GIL lets them gain is for the trial to measure)."""
@@ -130,7 +135,7 @@ def parallel_maps(graph: lint.DatasetGraph, ds: Any) -> Any | None:
     return _each_op(graph, ds, "MapDataset", edit)
 
 
-def parallel_batch(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+def parallel_batch(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """Every plain batch becomes a ParallelBatchDataset (copies into the batch on several
     threads, AUTOTUNE): what tf.data's parallel_batch option does, made explicit."""
 
@@ -160,7 +165,9 @@ class ShuffleCap:
         )
 
 
-def cap_shuffles(graph: lint.DatasetGraph, ds: Any, budget: int) -> tuple[Any, list[ShuffleCap]]:
+def cap_shuffles(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, budget: int
+) -> tuple[tf.data.Dataset, list[ShuffleCap]]:
     """`ds` with each shuffle buffer that would outgrow `budget` bytes cut to what fits (a
     new Const for its buffer_size input); the buffer is never filled to find out: the
     element size is read from the first elements of the stages before it, source first."""
@@ -199,7 +206,9 @@ def random_before_cache(graph: lint.DatasetGraph) -> tuple[lint.GraphStage, lint
     return None
 
 
-def cache_before_random(graph: lint.DatasetGraph, ds: Any, budget: int) -> Any | None:
+def cache_before_random(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, budget: int
+) -> tf.data.Dataset | None:
     """The cache of `map(augment).cache()` moved before the first random stage
     (`cache().map(augment)`): the augmentation runs again every epoch. Only when the cached
     elements (the stages before the random one, one epoch) fit `budget` bytes."""

@@ -10,9 +10,12 @@ It times nothing and checks nothing: the rewrites use it, fix/ checks what they 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 SHUFFLE_OPS = frozenset({"ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3"})
 
@@ -21,7 +24,7 @@ def _ref_name(ref: str) -> str:
     return ref.lstrip("^").split(":")[0]
 
 
-def serialized(ds: Any) -> Any:
+def serialized(ds: tf.data.Dataset) -> Any:
     """The GraphDef of `ds` (py_functions as tokens, as read.py reads it)."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
@@ -32,7 +35,7 @@ def serialized(ds: Any) -> Any:
     return g
 
 
-def import_dataset(g: Any, ds: Any, prefix: str) -> dict[str, Any]:
+def import_dataset(g: Any, ds: tf.data.Dataset, prefix: str) -> dict[str, Any]:
     """Copies every node of `ds`'s graph into `g` (names and inputs prefixed, `_Retval`
     left out) and the functions `g` lacks; returns the copies by their op, a list each
     in graph order (e.g. out["ParallelMapDatasetV2"][0])."""
@@ -103,7 +106,7 @@ def prune(g: Any) -> None:
     g.node.extend(kept)
 
 
-def node_dataset(g: Any, name: str) -> Any:
+def node_dataset(g: Any, name: str) -> tf.data.Dataset:
     """The dataset node `name` of GraphDef `g` yields, as a dataset of flat tuples."""
     import tensorflow as tf
 
@@ -154,7 +157,7 @@ def has_shuffle_and_repeat(g: Any) -> bool:
     return any(n.op.startswith("ShuffleAndRepeat") for n in g.node)
 
 
-def rebuild(g: Any, element_spec: Any) -> Any:
+def rebuild(g: Any, element_spec: Any) -> tf.data.Dataset:
     """The dataset of GraphDef `g` (pruned first), declared as `element_spec`."""
     prune(g)
     return lint.rebuild(g, element_spec)

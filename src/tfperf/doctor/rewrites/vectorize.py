@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.pfor_fn import Refused, Vectorized, vectorize_function
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Batches whose input may move: a padded batch pads per example, so it keeps its maps.
 BATCH_OPS = frozenset({"BatchDataset", "BatchDatasetV2", "ParallelBatchDataset"})
@@ -37,12 +40,12 @@ class VectorizeResult:
     """The rewritten dataset (None: nothing changed), what was vectorized, and each map left
     per-example with the reason."""
 
-    dataset: Any | None
+    dataset: tf.data.Dataset | None
     done: list[str] = field(default_factory=list)
     fallbacks: list[tuple[str, str]] = field(default_factory=list)  # (stage label, reason)
 
 
-def vectorize_maps(graph: lint.DatasetGraph, ds: Any) -> VectorizeResult:
+def vectorize_maps(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> VectorizeResult:
     """Every chain of per-example maps right before a batch, vectorized after the batch as far
     as pfor converts them (from the batch backwards); the maps left before the batch are made
     parallel. `dataset` is None when nothing could change."""
