@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites import splice
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 CSV_OPS = frozenset({"CSVDataset", "CSVDatasetV2"})
 READS = frozenset(
@@ -229,7 +232,7 @@ def _decodes_cleanly(found: CsvRead) -> bool:
     return True
 
 
-def batched_csv(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+def batched_csv(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """`ds` with its CSV read as lines and decoded per batch (module docstring); None when
     it reads no CSV this way, or a file has rows its ignore_errors would skip."""
     import tensorflow as tf
