@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tfperf.config import DoctorConfig, RunConfig
 from tfperf.doctor.diagnosis.rewritten import (
     confirmed_slower,
     rewrite_probes,
@@ -42,6 +43,7 @@ from tfperf.doctor.probes.bounded import (
 from tfperf.doctor.probes.budget import DOCTOR_SECONDS, Budget
 from tfperf.doctor.probes.generator_sample import with_generator_sample
 from tfperf.doctor.probes.target import (
+    StepTarget,
     build_target,
     compute_probe,
     dataset_probe,
@@ -64,6 +66,9 @@ from tfperf.measure import (
 )
 from tfperf.observe.feed import verdict_for
 from tfperf.train.run_input import first_of
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 SERVICE_NOTE = (
     "pipeline.service is on: the pipeline's stages run on the tf.data service workers, which "
@@ -93,7 +98,11 @@ def _guarded(probe: Probe, errors: dict[str, Exception]) -> Probe:
 
 
 def _measure(
-    probes: list[Probe], d: Any, tick: Tick, seconds: float | None = None, at_least: int = 1
+    probes: list[Probe],
+    d: DoctorConfig,
+    tick: Tick,
+    seconds: float | None = None,
+    at_least: int = 1,
 ) -> dict[str, Measurement]:
     """The probes side by side, `d.repeats` rounds interleaved (no new round after
     `seconds`, once `at_least` rounds ran)."""
@@ -134,10 +143,10 @@ def _note(name: str, exc: Exception) -> str:
 # ---- the diagnosis -------------------------------------------------------------------------
 def _main_probes(
     capped: Bounded,
-    target: Any,
-    train_ds: Any,
+    target: StepTarget,
+    train_ds: tf.data.Dataset,
     batch: int,
-    d: Any,
+    d: DoctorConfig,
     errors: dict[str, Exception],
     budget: Budget,
     seconds: float,
@@ -169,9 +178,9 @@ def _main_probes(
 
 
 def diagnose(
-    cfg: Any,
+    cfg: RunConfig,
     *,
-    dataset: Any = None,
+    dataset: tf.data.Dataset | None = None,
     tick: Tick | None = None,
     compute_variants: bool = True,
     budget: Budget | None = None,

@@ -6,8 +6,9 @@ model reads their rate and CPU time instead of estimating them from the stages' 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tfperf.config import DoctorConfig
 from tfperf.doctor.evidence.evidence import PARALLEL, VECTORIZED
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.target import dataset_probe
@@ -15,8 +16,11 @@ from tfperf.doctor.rewrites.io import parallel_maps
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
 from tfperf.measure import Measurement, Probe, compare
 
+if TYPE_CHECKING:
+    import tensorflow as tf
 
-def _vectorized(graph: lint.DatasetGraph, ds: Any) -> Any | None:
+
+def _vectorized(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset | None:
     """The pipeline with its per-example maps vectorized, when pfor converted one (its
     fallback alone, the maps made parallel, is the other probe)."""
     result = vectorize_maps(graph, ds)
@@ -24,7 +28,11 @@ def _vectorized(graph: lint.DatasetGraph, ds: Any) -> Any | None:
 
 
 def rewrite_probes(
-    graph: lint.DatasetGraph, ds: Any, d: Any, errors: dict[str, Exception], limit: float
+    graph: lint.DatasetGraph,
+    ds: tf.data.Dataset,
+    d: DoctorConfig,
+    errors: dict[str, Exception],
+    limit: float,
 ) -> list[Probe]:
     """The pipeline alone with the rewrites --fix tries first, where they change something:
     per-example maps vectorized over the batch, and every map parallel. The cost model reads

@@ -5,8 +5,9 @@ the probes side by side with the others."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tfperf.config import DoctorConfig
 from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import mean_bytes
@@ -14,10 +15,13 @@ from tfperf.doctor.probes.target import dataset_probe
 from tfperf.doctor.rewrites.cache import cacheable_prefix
 from tfperf.measure import Measurement, Probe
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 def stage_prefix(
     graph: lint.DatasetGraph, st: lint.GraphStage, batch: int
-) -> tuple[Any, int | None]:
+) -> tuple[tf.data.Dataset, int | None]:
     """The pipeline cut after `st` as the doctor times it, and the batch its elements are
     pulled in (None: they are batches already), so that every prefix counts examples."""
     ds = lint.prefix_dataset(graph, st)
@@ -34,7 +38,7 @@ def stage_prefix(
 def stage_probes(
     graph: lint.DatasetGraph,
     batch: int,
-    d: Any,
+    d: DoctorConfig,
     errors: dict[str, Exception],
     limit: float | None = None,
 ) -> list[tuple[lint.GraphStage, Probe | None]]:

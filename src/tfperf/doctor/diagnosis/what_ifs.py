@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tfperf.config import RunConfig
 from tfperf.doctor.evidence.evidence import (
     COMPUTE_VARIANTS,
     PAIRED_COMPUTE,
@@ -35,12 +36,15 @@ from tfperf.train.precision import supported_policies
 from tfperf.train.run_input import first_of
 from tfperf.train.xla import host_accelerators
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 def what_if_probes(
-    cfg: Any,
+    cfg: RunConfig,
     *,
     graph: lint.DatasetGraph,
-    train_ds: Any,
+    train_ds: tf.data.Dataset,
     batch: int,
     precision: str,
     verdict: str,
@@ -120,7 +124,7 @@ def what_if_probes(
     return out
 
 
-def xla_already_on(cfg: Any) -> bool:
+def xla_already_on(cfg: RunConfig) -> bool:
     """The run already compiles its step with XLA: explicitly, or auto on an accelerator."""
     return cfg.train.jit_compile is True or (
         cfg.train.jit_compile == "auto" and bool(host_accelerators())
@@ -129,8 +133,8 @@ def xla_already_on(cfg: Any) -> bool:
 
 def _compute_at(
     name: str,
-    cfg: Any,
-    ds: Any,
+    cfg: RunConfig,
+    ds: tf.data.Dataset,
     batch: int,
     precision: str | None = None,
     limit: float | None = None,
@@ -143,7 +147,7 @@ class IgnoresBatchSize(Exception):
     """The run file's pipeline yields batches of another size than pipeline.batch_size."""
 
 
-def _training_at(name: str, cfg: Any, batch: int, limit: float | None = None) -> Probe:
+def _training_at(name: str, cfg: RunConfig, batch: int, limit: float | None = None) -> Probe:
     """Training with the run file's pipeline and model at another batch size; a pipeline
     that does not yield batches of that size (it ignores batch_size) gets no such what-if."""
     big = cfg.model_copy(deep=True)
@@ -161,7 +165,7 @@ def _training_at(name: str, cfg: Any, batch: int, limit: float | None = None) ->
     return train_probe(name, target, ds, cfg.doctor, limit)
 
 
-def real_batch(ds: Any) -> int:
+def real_batch(ds: tf.data.Dataset) -> int:
     """Examples per element of `ds`: the leading dimension of its elements (from the spec
     when static, else of the first element)."""
     import tensorflow as tf
