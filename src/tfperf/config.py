@@ -97,6 +97,12 @@ class PipelineConfig(_Section):
         "for deterministic preprocessing",
     )
     prefetch: int | Auto = Field("auto", description="batches prefetched; auto: tf.data.AUTOTUNE")
+    threads: int | Auto = Field(
+        "auto",
+        description="threads tf.data may use for this pipeline (its own pool); auto: the "
+        "shared pool, one thread per core. Where the model trains on the same CPU, fewer "
+        "leave it cores (the doctor times it)",
+    )
     deterministic: bool | None = Field(
         None, description="element order of parallel stages; null: false in training, true in eval"
     )
@@ -214,11 +220,12 @@ class DoctorConfig(_Section):
     min_seconds: float = Field(
         0.5, ge=0, description="each measurement runs at least steps and this many seconds"
     )
-    what_ifs: list[Literal["precision", "batch", "xla", "steps"]] = Field(
-        ["precision", "batch", "xla", "steps"],
+    what_ifs: list[Literal["precision", "batch", "xla", "steps", "threads"]] = Field(
+        ["precision", "batch", "xla", "steps", "threads"],
         description="compute what-ifs to time: other precision policies, 4x the batch, the "
         "train step compiled with XLA (train.jit_compile: true), the run's own steps per call "
-        "(a fixed train.steps_per_loop) against doctor.steps per call",
+        "(a fixed train.steps_per_loop) against doctor.steps per call, the input on half the "
+        "cores where the model trains on the same CPU (pipeline.threads)",
     )
     fit_steps_per_execution: int | None = Field(
         None,

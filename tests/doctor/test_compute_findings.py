@@ -134,3 +134,40 @@ def test_a_fit_model_at_one_step_per_call_gets_steps_per_execution_measured():
     assert [f.code for f in diag.findings if f.code == "steps_per_call"], diag.variants
     assert report.compile_kwargs.get("steps_per_execution") == 20
     assert "model.compile(..., steps_per_execution=20)" in str(report)
+
+
+def test_input_threads_beyond_the_noise_is_a_finding_and_a_run_file_key(evidence, tmp_path):
+    from tfperf.doctor.evidence.evidence import PAIRED_TRAINING, THREADS_VARIANT
+    from tfperf.inputs.datasets import make_input_dataset
+
+    ref = _measured(PAIRED_TRAINING, [1000, 1100, 1000])
+    few = _measured(f"{THREADS_VARIANT}1", [1200, 1300, 1250])  # 1.18-1.25x in every pair
+    paired = {f"{THREADS_VARIANT}1": compare(ref, few)}
+    rates = {"pipeline": 3000.0, "compute": 1500.0, "training": 1000.0}
+    variants = {f"{THREADS_VARIANT}1": 1250.0}
+    ctx = evidence(_dataset(), **rates, variants=variants, paired=paired, cores=2)
+    (f,) = [f for f in run_rules(ctx) if f.code == "input_threads"]
+    assert f.kind == "compute" and "pipeline.threads: 1" in f.change
+    assert "private_threadpool_size = 1" in f.change and "on 2 shared cores" in f.evidence
+    diag = SimpleNamespace(findings=[f], batch_size=8, variants=variants)
+    cfg = config_from_dict({"workload": "regression"})
+    assert ("input threads", {"pipeline.threads": 1}) in run_file_candidates(cfg, diag)
+    # straddling 1 in its pairs: nothing
+    few = _measured(f"{THREADS_VARIANT}1", [1300, 1000, 1200])
+    ctx = evidence(
+        _dataset(), **rates, variants=variants, paired={f"{THREADS_VARIANT}1": compare(ref, few)}
+    )
+    assert not [f for f in run_rules(ctx) if f.code == "input_threads"]
+    # the run file's key gives the pipeline its own pool, user pipelines included
+    (tmp_path / "threads_pipe.py").write_text(
+        "import tensorflow as tf\n\n"
+        "def make(training, batch_size):\n"
+        "    return tf.data.Dataset.range(8).map(lambda x: (x, x)).batch(batch_size)\n"
+    )
+    cfg = config_from_dict(
+        {"data": {"pipeline": "threads_pipe:make"}, "pipeline": {"threads": 1, "batch_size": 4}}
+    )
+    cfg.source = str(tmp_path / "run.yaml")  # where data.pipeline's module is looked for
+    ds = make_input_dataset(cfg, training=False)
+    assert ds.options().threading.private_threadpool_size == 1
+    assert [int(x[0]) for x, _ in ds] == [0, 4]

@@ -173,6 +173,17 @@ def _call_user_pipeline(fn: Any, spec: str, source: str | None, **kwargs: Any) -
     return call_user(fn, "data.pipeline", spec, doing, source, **kwargs)
 
 
+def with_input_threads(ds: tf.data.Dataset, threads: int) -> tf.data.Dataset:
+    """`ds` run on a private pool of `threads` threads (each op on one of them), so that a
+    model training on the same CPU keeps the other cores."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = threads
+    options.threading.max_intra_op_parallelism = 1
+    return ds.with_options(options)
+
+
 def make_input_dataset(
     cfg: RunConfig,
     *,
@@ -188,7 +199,33 @@ def make_input_dataset(
     With pipeline.service on, the whole pipeline (not a stop_after prefix) runs on the
     service's workers up to its final prefetch, and the service, not `input_context`,
     splits the data between trainer processes; `epoch_counter` counts the examples each
-    distributed_epoch training epoch delivered (tfperf's own pipeline only)."""
+    distributed_epoch training epoch delivered (tfperf's own pipeline only). A fixed
+    pipeline.threads runs it on its own pool of that many threads."""
+    ds = _input_dataset(
+        cfg,
+        training=training,
+        split=split,
+        variant=variant,
+        input_context=input_context,
+        batch_size=batch_size,
+        stop_after=stop_after,
+        epoch_counter=epoch_counter,
+    )
+    threads = cfg.pipeline.threads
+    return ds if threads == "auto" else with_input_threads(ds, int(threads))
+
+
+def _input_dataset(
+    cfg: RunConfig,
+    *,
+    training: bool,
+    split: str | None = None,
+    variant: str | None = None,
+    input_context: Any = None,
+    batch_size: int | None = None,
+    stop_after: str | None = None,
+    epoch_counter: EpochCounter | None = None,
+) -> tf.data.Dataset:
     # TensorFlow is imported on first use so that `import tfperf` and `tfperf --help` stay fast.
     import tensorflow as tf
 

@@ -27,6 +27,11 @@ STEPS_VARIANT = "steps per call="
 # timed minutes apart on a shared host.
 PAIRED_COMPUTE = "compute limit (paired)"
 COMPUTE_VARIANTS = ("precision=", XLA_VARIANT, STEPS_VARIANT)
+# Training with the input on its own pool of N threads (pipeline.threads), judged likewise
+# against training timed in the same rounds.
+THREADS_VARIANT = "input threads="
+PAIRED_TRAINING = "training (paired)"
+TRAINING_VARIANTS = (THREADS_VARIANT,)
 
 
 def cpu_count() -> int:
@@ -75,6 +80,13 @@ class Evidence:
         c = self.paired.get(name)
         if c is None:
             return self.variants.get(name, 0.0) >= (1 + min_gain) * self.compute
+        return c.low > 1.0 and c.ratio >= 1 + min_gain
+
+    def beats_training(self, name: str, min_gain: float) -> bool:
+        """Whether training what-if `name` is faster than training beyond the noise."""
+        c = self.paired.get(name)
+        if c is None:
+            return self.variants.get(name, 0.0) >= (1 + min_gain) * self.training
         return c.low > 1.0 and c.ratio >= 1 + min_gain
 
     def loses_to_compute(self, name: str, min_gain: float) -> bool:

@@ -13,7 +13,7 @@ from tfperf.doctor.evidence.evidence import cpu_count
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.trials import Skipped
 from tfperf.doctor.graph import lint
-from tfperf.doctor.rewrites.cache import cache_work
+from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix
 from tfperf.doctor.rewrites.csv_batched import batched_csv, find_csv
 from tfperf.doctor.rewrites.edits import (
     batch_before_map,
@@ -123,9 +123,14 @@ def dataset_candidates(
     ]
     # Graph edits: parallel reads, maps (py_function too) and batch; shuffle cap; cache move.
     cands += _graph_edits(graph)
+    # Tried whenever the graph has deterministic work to cache (decode, parse, read), with
+    # or without a finding: the trial measures it, and cache_work leaves it out beyond the
+    # RAM budget. In RAM; a source shuffle (list_files) moves after the cache.
+    cacheable = not any(s.kind == "cache" for s in graph.stages) and any(
+        s.kind in ("map", "parse", "read") for s in cacheable_prefix(graph)
+    )
     cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
-    if cache is not None or diag is None:
-        # In RAM within the budget; a source shuffle (list_files) moves after the cache.
+    if cache is not None or diag is None or cacheable:
         add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
         cands.append((CACHE_PREFIX.label, add_cache))
     if lint.float64_outputs(graph) or float64_constants(graph.graph_def):

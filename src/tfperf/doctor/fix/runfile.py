@@ -26,6 +26,7 @@ from tfperf.doctor.rules.parallel import (
 from tfperf.doctor.rules.per_example import BATCHED_PARSE
 from tfperf.doctor.rules.pipeline_end import PREFETCH_RUN_FILE
 from tfperf.doctor.rules.steps_per_call import STEPS_PER_CALL
+from tfperf.doctor.rules.threads import INPUT_THREADS, threads_variant
 from tfperf.util.files import write_text_atomic
 
 # Run-file keys that hold paths relative to the run file's folder (see RunConfig.resolve).
@@ -105,6 +106,8 @@ def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, 
             cands.append((XLA.label, {"train.jit_compile": True}))
         if f.code == "steps_per_call":
             cands.append((STEPS_PER_CALL.label, {"train.steps_per_loop": "auto"}))
+        if f.code == "input_threads" and (found := threads_variant(diag.variants)):
+            cands.append((INPUT_THREADS.label, {"pipeline.threads": found[1]}))
         if f.code == "idle_devices":
             cands.append((MIRRORED.label, {"train.strategy": "mirrored"}))
         if f.code == "small_batch" and "batch" in allow:
