@@ -6,8 +6,9 @@ rewrites applied again by name (`tfperf.apply_rewrites`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tfperf.config import RunConfig
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.candidates import DatasetRewrite, dataset_candidates
 from tfperf.doctor.fix.predicted import predict
@@ -34,11 +35,14 @@ from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.errors import UserError
 from tfperf.measure import Probe
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 def fix_dataset(
-    cfg: Any,
+    cfg: RunConfig,
     diag: Diagnosis,
-    ds: Any,
+    ds: tf.data.Dataset,
     *,
     tick: Tick | None = None,
     train_changes: bool = True,
@@ -77,8 +81,8 @@ def fix_dataset(
     for name, rewrite in cands:
 
         def build(
-            name: str = name, rewrite: DatasetRewrite = rewrite, best: Any = best_ds
-        ) -> tuple[Any, Probe, Probe]:
+            name: str = name, rewrite: DatasetRewrite = rewrite, best: tf.data.Dataset = best_ds
+        ) -> tuple[tf.data.Dataset, Probe, Probe]:
             cand = rewrite(best, lint.read_graph(best))
             if cand is None:
                 raise Skipped("not applicable")
@@ -139,7 +143,9 @@ def fix_dataset(
     )
 
 
-def replay(dataset: Any, names: list[str], diag: Diagnosis | None, *, strict: bool = True) -> Any:
+def replay(
+    dataset: tf.data.Dataset, names: list[str], diag: Diagnosis | None, *, strict: bool = True
+) -> tf.data.Dataset:
     """`dataset` with the named rewrites applied in order, each on the graph the previous
     one left (names as `--fix` prints them). One that does not apply is a UserError, or
     skipped with strict=False."""

@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from tfperf.config import DoctorConfig, RunConfig
 from tfperf.doctor.fix.runfile import apply_changes, describe_changes
 from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
 from tfperf.doctor.probes.target import build_target, fixed_steps_per_call, train_probe
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 from tfperf.train.run_input import first_of
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # A change must make training this much faster, in every pair of repeats (noise margin).
 MIN_GAIN = 0.05
@@ -52,7 +56,8 @@ class FixResult:
     written: list[str]
     run_file_changes: dict[str, Any] = field(default_factory=dict)
     pipeline_changes: list[str] = field(default_factory=list)
-    dataset: Any = None  # the fixed dataset (other datasets), for callers and tests
+    # The fixed dataset (other datasets), for callers and tests.
+    dataset: tf.data.Dataset | None = None
     check: Comparison | None = None  # the optimized pipeline against the original, paired
     code_edits: list[str] = field(default_factory=list)  # each kept rewrite as a code edit
     predicted: float | None = None  # the cost model's gain for the kept changes together
@@ -91,7 +96,7 @@ class FixResult:
 
 
 # ---- timing a candidate against the current pipeline -------------------------------------
-def trial_probe(name: str, cfg: Any, ds: Any, batch: int) -> Probe:
+def trial_probe(name: str, cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> Probe:
     """Training on `ds` with `cfg`'s model, precision and XLA setting, at the run's own
     steps per call when it fixes them (else doctor.steps): a fresh target per variant."""
     ds = repeat_if_finite(ds)
@@ -102,7 +107,7 @@ def trial_probe(name: str, cfg: Any, ds: Any, batch: int) -> Probe:
 
 
 def _pair(
-    current: Probe, candidate: Probe, d: Any, tick: Tick, seconds: float | None = None
+    current: Probe, candidate: Probe, d: DoctorConfig, tick: Tick, seconds: float | None = None
 ) -> tuple[Measurement, Measurement, Comparison]:
     """Both side by side (no new round after `seconds`): their measurements and how the
     candidate compares."""
@@ -135,14 +140,17 @@ class Skipped(Exception):
     """A candidate that is not tried: not applicable, or it changes the examples."""
 
 
+Candidate = TypeVar("Candidate")  # what a trial tries: a dataset, or a run file
+
+
 def run_trial(
     name: str,
     change: str,
-    build: Callable[[], tuple[Any, Probe, Probe]],
-    d: Any,
+    build: Callable[[], tuple[Candidate, Probe, Probe]],
+    d: DoctorConfig,
     tick: Tick,
     trials: list[FixTrial],
-) -> Any:
+) -> Candidate | None:
     """One trial, recorded in `trials`: `build()` gives the candidate and the probes of the
     current pipeline and of the candidate, which run side by side. Returns the candidate
     when it is faster, else None (a candidate that fails is reported, not kept)."""
@@ -163,7 +171,8 @@ def run_trial(
         return None
     reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
     # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).
-    reason += f"; {cand.doctor_note}" if getattr(cand, "doctor_note", "") else ""
+    note = getattr(cand, "doctor_note", "")
+    reason += f"; {note}" if note else ""
     median = m.examples_per_s.median
     trial = FixTrial(name, change, median, c.faster, reason, c.ratio, c.low, c.high)
     trial.baseline = base.examples_per_s.median
@@ -184,7 +193,7 @@ class Outcome:
 def final_check(
     original: Callable[[str], Probe],
     optimized: Callable[[str], Probe] | None,
-    d: Any,
+    d: DoctorConfig,
     tick: Tick,
     trials: list[FixTrial],
 ) -> Outcome:
@@ -217,19 +226,19 @@ def final_check(
 
 def try_changes(
     cands: list[tuple[str, dict[str, Any]]],
-    cfg: Any,
-    probe: Callable[[Any, str], Probe],
+    cfg: RunConfig,
+    probe: Callable[[RunConfig, str], Probe],
     tick: Tick,
     trials: list[FixTrial],
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[RunConfig, dict[str, Any]]:
     """Run-file changes tried in turn on top of those kept, each against the best run file
     so far (`probe(run file, name)` times training with it): the best and what it changed."""
     best, kept = cfg, {}
     for name, changes in cands:
 
         def build(
-            name: str = name, changes: dict[str, Any] = changes, best: Any = best
-        ) -> tuple[Any, Probe, Probe]:
+            name: str = name, changes: dict[str, Any] = changes, best: RunConfig = best
+        ) -> tuple[RunConfig, Probe, Probe]:
             cand = apply_changes(best, changes)
             return cand, probe(best, "best so far"), probe(cand, name)
 
