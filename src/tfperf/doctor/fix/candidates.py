@@ -7,7 +7,7 @@ names the rule whose change it makes), in the order dataset.py tries them. Also 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from tfperf.doctor.evidence.evidence import cpu_count
 from tfperf.doctor.evidence.findings import Diagnosis
@@ -49,7 +49,11 @@ from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.threads import INPUT_THREADS, threads_variant
 from tfperf.inputs.datasets import with_input_threads
 
-DatasetRewrite = Callable[[Any, lint.DatasetGraph], Any]  # (dataset, its graph) -> dataset or None
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+# (dataset, its graph) -> dataset or None
+DatasetRewrite: TypeAlias = "Callable[[tf.data.Dataset, lint.DatasetGraph], tf.data.Dataset | None]"
 # A rewrite no rule asks for (no finding names a sequential batch): its label and code edit.
 PARALLEL_BATCH = Rewrite(
     "parallel batch", "pass num_parallel_calls=tf.data.AUTOTUNE to .batch()", at="batch"
@@ -68,7 +72,7 @@ def default_budget() -> int:
 
 
 def dataset_candidates(
-    graph: lint.DatasetGraph, ds: Any, diag: Diagnosis | None
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, diag: Diagnosis | None
 ) -> list[tuple[str, DatasetRewrite]]:
     """(name, rewrite(current dataset, its graph) -> new dataset or None). Without a
     diagnosis (`tfperf.apply_rewrites` replaying kept names) each is offered where it
@@ -76,23 +80,23 @@ def dataset_candidates(
     # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
     import tensorflow as tf
 
-    def batch_first(d: Any, g: lint.DatasetGraph) -> Any:
+    def batch_first(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
         return (batch_before_map(g, d) or (None,))[0]
 
-    def parallel(d: Any, g: lint.DatasetGraph) -> Any:
+    def parallel(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
         if _options_already_on(d, g):
             return None
         # tf.data's option leaves stateful maps (Python, random ops) sequential.
         return _noted(with_options(d, **_OPTIONS), g, d, stateless_only=True)
 
-    def nondeterministic(d: Any, g: lint.DatasetGraph) -> Any:
+    def nondeterministic(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
         # No parallel stage keeps its order: the rewrite would change nothing.
         return set_deterministic(g, d, False) if lint.deterministic_stages(g) else None
 
-    def prefetch(d: Any, g: lint.DatasetGraph) -> Any:
+    def prefetch(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
         return None if _ends_in_autotuned_prefetch(g) else d.prefetch(tf.data.AUTOTUNE)
 
-    def vectorized(d: Any, g: lint.DatasetGraph) -> Any:
+    def vectorized(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
         result = vectorize_maps(g, d)
         notes = "; ".join(f"{label} stays per-example: {why}" for label, why in result.fallbacks)
         if result.dataset is not None and not result.done:
@@ -139,7 +143,7 @@ def dataset_candidates(
         cands.append((FLOAT32_SOURCE.label, source))
     if lint.float64_outputs(graph):
 
-        def cast(d: Any, g: lint.DatasetGraph) -> Any:
+        def cast(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
             if not lint.float64_outputs(g):
                 return None  # already float32 (at the source)
             return d.map(to_float32, num_parallel_calls=tf.data.AUTOTUNE)
@@ -159,7 +163,7 @@ def dataset_candidates(
 _OPTIONS = {"map_parallelization": True, "autotune": True}
 
 
-def _options_already_on(ds: Any, graph: lint.DatasetGraph) -> bool:
+def _options_already_on(ds: tf.data.Dataset, graph: lint.DatasetGraph) -> bool:
     """Map parallelization has no sequential map to act on (or is on) and autotune is on."""
     opts = ds.options()
     idle = opts.experimental_optimization.map_parallelization or not any(
@@ -173,7 +177,13 @@ def _ends_in_autotuned_prefetch(graph: lint.DatasetGraph) -> bool:
     return bool(last) and last[0].kind == "prefetch" and last[0].buffer_size == lint.AUTOTUNE
 
 
-def _noted(out: Any, graph: lint.DatasetGraph, ds: Any, *, stateless_only: bool = False) -> Any:
+def _noted(
+    out: tf.data.Dataset | None,
+    graph: lint.DatasetGraph,
+    ds: tf.data.Dataset,
+    *,
+    stateless_only: bool = False,
+) -> tf.data.Dataset | None:
     """`out` (a rewrite that makes maps parallel) with a note naming each per-example map
     the vectorizer refused and why ("parallel map#2: the vectorizer failed: ..."), so the
     report says what really applied (pfor's traces are remembered: no second trace).
@@ -212,7 +222,7 @@ def _graph_edits(
         out.append((PARALLEL_BATCH.label, lambda d, g: parallel_batch(g, d)))
     if any(s.kind == "shuffle" for s in graph.stages):
 
-        def cap(d: Any, g: lint.DatasetGraph) -> Any:
+        def cap(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
             capped, caps = cap_shuffles(g, d, ram)
             return capped if caps else None
 

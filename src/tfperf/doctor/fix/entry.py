@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tfperf.config import RunConfig
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.dataset import fix_dataset
 from tfperf.doctor.fix.pipeline_file import code_edits, write_optimized_pipeline
@@ -31,7 +32,7 @@ from tfperf.measure import Probe
 
 
 def fix_pipeline(
-    cfg: Any,
+    cfg: RunConfig,
     diag: Diagnosis,
     *,
     out: Path,
@@ -63,9 +64,13 @@ def fix_pipeline(
 
 
 def _fix_run_file(
-    cfg: Any, diag: Diagnosis, out: Path, tick: Tick, cands: list[tuple[str, dict[str, Any]]]
+    cfg: RunConfig,
+    diag: Diagnosis,
+    out: Path,
+    tick: Tick,
+    cands: list[tuple[str, dict[str, Any]]],
 ) -> FixResult:
-    def probe(c: Any, name: str) -> Probe:
+    def probe(c: RunConfig, name: str) -> Probe:
         return trial_probe(name, c, make_input_dataset(c, training=True), c.pipeline.batch_size)
 
     trials: list[FixTrial] = []
