@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
+from tfperf.config import RunConfig
 from tfperf.doctor.fix.candidates import PARALLEL_BATCH
 from tfperf.doctor.fix.runfile import write_run_file
+from tfperf.doctor.fix.trials import FixResult
 from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.rules import REWRITES, Rewrite
 from tfperf.doctor.rules.gather import GATHER, WINDOWS_EDIT
@@ -62,7 +63,9 @@ def optimized_paths(out: Path) -> tuple[Path, Path]:
     return out, out.with_suffix(".py")
 
 
-def write_optimized_pipeline(cfg: Any, result: Any, out: Path, header: str) -> list[str]:
+def write_optimized_pipeline(
+    cfg: RunConfig, result: FixResult, out: Path, header: str
+) -> list[str]:
     """Writes what --fix kept for a data.pipeline run file (`result`: a FixResult) and
     returns the paths written: the module and the run file pointing at it when a rewrite
     was kept, the run file alone for train.* changes only, nothing when nothing was kept."""
@@ -89,12 +92,12 @@ def write_optimized_pipeline(cfg: Any, result: Any, out: Path, header: str) -> l
     return written
 
 
-def _run_file_folder(cfg: Any) -> Path:
+def _run_file_folder(cfg: RunConfig) -> Path:
     return Path(cfg.source).resolve().parent if cfg.source else Path.cwd()
 
 
 # ---- each kept rewrite as an edit of the user's code ---------------------------------------
-def code_edits(cfg: Any, kept: list[str]) -> list[str]:
+def code_edits(cfg: RunConfig, kept: list[str]) -> list[str]:
     """'file:line: what to change' for each kept rewrite of the user's data.pipeline
     function (the function's own lines when `inspect` finds its source)."""
     if not kept:
