@@ -71,3 +71,27 @@ def test_a_small_budget_is_left_alone(tmp_path):
     paths = write_files(tmp_path)
     ds = users_pipeline(paths)
     assert cache_work(lint.read_graph(ds), ds, budget=100) is None  # 20 x 16 B x 2 > 100 B
+
+
+def test_the_cache_is_tried_without_a_finding_whenever_there_is_work_to_cache(tmp_path):
+    """Issue 19: a cache of decoded files that fits the RAM budget is tried by --fix even
+    when no no_cache finding asked for it (the trial measures it); not where the pipeline
+    caches already, nor where nothing deterministic is worth caching."""
+    from types import SimpleNamespace
+
+    from tfperf.doctor.fix.candidates import dataset_candidates
+    from tfperf.doctor.rules.cache import CACHE_PREFIX
+
+    no_findings = SimpleNamespace(findings=[], variants={})
+    decoded = users_pipeline(write_files(tmp_path))
+    cands = dict(dataset_candidates(lint.read_graph(decoded), decoded, no_findings))
+    assert CACHE_PREFIX.label in cands
+    cached = cands[CACHE_PREFIX.label](decoded, lint.read_graph(decoded))
+    assert cached is not None and "cache" in [s.kind for s in lint.read_graph(cached).stages]
+    assert collections.Counter(epoch(cached)) == collections.Counter(epoch(decoded))
+    for ds in (
+        decoded.cache(),  # cached already
+        tf.data.Dataset.range(100).shuffle(100).batch(10),  # nothing to cache
+    ):
+        labels = [name for name, _ in dataset_candidates(lint.read_graph(ds), ds, no_findings)]
+        assert CACHE_PREFIX.label not in labels, labels
