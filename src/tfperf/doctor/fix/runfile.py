@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tfperf.config import config_from_dict, dump_config
+from tfperf.config import RunConfig, config_from_dict, dump_config
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.rules.cache import CACHE_PREPROCESSED, CACHE_RECORDS
 from tfperf.doctor.rules.devices import MIRRORED
@@ -40,14 +40,14 @@ PATH_KEYS = (
 )
 
 
-def default_output(runfile: str | None, cfg: Any) -> Path:
+def default_output(runfile: str | None, cfg: RunConfig) -> Path:
     """RUNFILE.optimized.yaml next to the run file, or ./doctor.optimized.yaml."""
     if runfile:
         return Path(runfile).with_suffix(".optimized.yaml")
     return Path("doctor.optimized.yaml")
 
 
-def relocate_paths(cfg: Any, out: Path) -> Any:
+def relocate_paths(cfg: RunConfig, out: Path) -> RunConfig:
     """A copy of `cfg` whose relative paths name the same files from `out`'s folder: they
     were relative to cfg.source's folder (the working directory for a run file built in
     memory), now they are relative to where the optimized run file is written; absolute
@@ -73,7 +73,7 @@ def relocate_paths(cfg: Any, out: Path) -> Any:
     return new
 
 
-def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, Any]]]:
+def run_file_candidates(cfg: RunConfig, diag: Diagnosis) -> list[tuple[str, dict[str, Any]]]:
     """(name, {dotted key: value}) run-file changes worth trying, most promising first."""
     p = cfg.pipeline
     codes = [f.code for f in diag.findings]
@@ -120,7 +120,7 @@ def run_file_candidates(cfg: Any, diag: Diagnosis) -> list[tuple[str, dict[str, 
 CHANGES_RESULTS = {"precision": "precision", "small_batch": "batch"}
 
 
-def withheld(cfg: Any, diag: Diagnosis, *, run_file: bool = True) -> list[str]:
+def withheld(cfg: RunConfig, diag: Diagnosis, *, run_file: bool = True) -> list[str]:
     """The findings --fix did not apply because they change the results and doctor.allow
     does not allow them (`run_file`: say how to allow it; else only what to change)."""
     allow = set(cfg.doctor.allow)
@@ -146,7 +146,7 @@ def compile_kwargs(diag: Diagnosis, steps_per_call: int) -> dict[str, Any]:
     return out
 
 
-def apply_changes(cfg: Any, changes: dict[str, Any]) -> Any:
+def apply_changes(cfg: RunConfig, changes: dict[str, Any]) -> RunConfig:
     """A copy of `cfg` with the dotted keys of `changes` set (validated as a run file)."""
     data = cfg.model_dump(mode="json", exclude={"source"})
     new = config_from_dict(data, [f"{k}={_yaml(v)}" for k, v in changes.items()])
@@ -163,7 +163,7 @@ def describe_changes(changes: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in changes.items())
 
 
-def write_run_file(cfg: Any, changes: dict[str, Any], out: Path, header: str) -> None:
+def write_run_file(cfg: RunConfig, changes: dict[str, Any], out: Path, header: str) -> None:
     """`header` then cfg's run file with the dotted keys of `changes` set and its relative
     paths relocated to `out`'s folder; everything else (comments, order, keys left at their
     defaults) as the user wrote it. A run file built in memory is written in full."""
@@ -184,7 +184,7 @@ def write_run_file(cfg: Any, changes: dict[str, Any], out: Path, header: str) ->
     write_text_atomic(out, header + text)
 
 
-def _get(cfg: Any, key: str) -> Any:
+def _get(cfg: RunConfig, key: str) -> Any:
     section, name = key.split(".")
     return getattr(getattr(cfg, section), name)
 
