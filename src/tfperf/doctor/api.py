@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import RunConfig, config_from_dict
 from tfperf.doctor.diagnosis.diagnose import diagnose as diagnose_run
@@ -24,6 +24,10 @@ from tfperf.doctor.probes import handed
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
 from tfperf.util.imports import load_object
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 Tick = Callable[[str], None]
 
@@ -103,7 +107,11 @@ class Keywords:
 
 
 def diagnose(
-    target: Any, model: Any = None, *, tick: Tick | None = None, **kwargs: Any
+    target: tf.data.Dataset | RunConfig,
+    model: keras.Model | str | None = None,
+    *,
+    tick: Tick | None = None,
+    **kwargs: Any,
 ) -> Diagnosis:
     """The doctor's findings (a Diagnosis) for `target`: a tf.data.Dataset of (features,
     labels) batches, with `model` a keras.Model, a 'module:function' that builds one, or
@@ -119,8 +127,12 @@ def diagnose(
 
 
 def optimize(
-    dataset: Any, model: Any = None, *, tick: Tick | None = None, **kwargs: Any
-) -> tuple[Any, OptimizeReport]:
+    dataset: tf.data.Dataset,
+    model: keras.Model | str | None = None,
+    *,
+    tick: Tick | None = None,
+    **kwargs: Any,
+) -> tuple[tf.data.Dataset, OptimizeReport]:
     """(the optimized dataset, its report); `model` and `kwargs` as for `diagnose`. Each
     rewrite `tfperf doctor --fix` knows is tried on top of those kept, timed against the
     current pipeline with the model's real train step in paired, interleaved repeats and
@@ -137,7 +149,9 @@ def optimize(
     return result.dataset, OptimizeReport(diag, result)
 
 
-def apply_rewrites(dataset: Any, names: Sequence[str], *, strict: bool = True) -> Any:
+def apply_rewrites(
+    dataset: tf.data.Dataset, names: Sequence[str], *, strict: bool = True
+) -> tf.data.Dataset:
     """`dataset` with the named rewrites applied in order, each on the graph the previous
     one left (names as `optimize`'s report and `tfperf doctor --fix` print them). A rewrite
     that does not apply to this dataset (its pipeline changed since) is a UserError, or
@@ -162,7 +176,9 @@ def doctor_settings(budget_s: float | None) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _session(dataset: Any, model: Any, kw: Keywords) -> Iterator[tuple[RunConfig, Any]]:
+def _session(
+    dataset: tf.data.Dataset, model: keras.Model | str | None, kw: Keywords
+) -> Iterator[tuple[RunConfig, tf.data.Dataset]]:
     """(a run file standing for the keywords, the dataset as (features, labels)); a handed
     model is registered meanwhile and its weights are restored after."""
     import tensorflow as tf
@@ -197,7 +213,7 @@ def _session(dataset: Any, model: Any, kw: Keywords) -> Iterator[tuple[RunConfig
 
 
 def _model_entry(
-    model: Any, loss: Any, labels_spec: Any, data: dict[str, Any]
+    model: keras.Model | str | None, loss: Any, labels_spec: Any, data: dict[str, Any]
 ) -> tuple[str | None, Callable[[], None]]:
     """Sets data["model"] for `model` (and `loss`); returns the registered name (None for a
     'module:function') and what restores the user's model afterwards."""
@@ -238,7 +254,7 @@ def _model_entry(
     return section["name"], lambda: model.set_weights(weights) if weights is not None else None
 
 
-def _split_label(ds: Any, label: str) -> Any:
+def _split_label(ds: tf.data.Dataset, label: str) -> tf.data.Dataset:
     """Dict elements as (the other features, the `label` feature)."""
     if not isinstance(ds.element_spec, dict) or label not in ds.element_spec:
         raise UserError(
