@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from tfperf.doctor.evidence.findings import Diagnosis, Finding
+from tfperf.doctor.fix.trials import FixTrial
 from tfperf.doctor.rules import PREDICTED_BY
 from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
 
@@ -16,7 +17,7 @@ from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
 # A trial expects the gain of the findings whose change it makes: those of the rules that list
 # its rewrite (PREDICTED_BY, from the registry); a faster precision's trial is named
 # "precision POLICY" (runfile.py).
-def _codes(trial: Any, diag: Diagnosis) -> tuple[str, ...]:
+def _codes(trial: FixTrial, diag: Diagnosis) -> tuple[str, ...]:
     if trial.name.startswith("precision "):
         return ("precision",)
     codes = PREDICTED_BY.get(trial.name, ())
@@ -114,7 +115,7 @@ def training_after(
     return after.training() * overlap
 
 
-def predict(trials: list[Any], diag: Diagnosis) -> float | None:
+def predict(trials: list[FixTrial], diag: Diagnosis) -> float | None:
     """Sets each trial's predicted gain over the best pipeline so far (the cost model with
     the findings of the changes kept before it, with and without its own), and returns the
     gain expected of all kept changes over the original (None: none predicted, e.g. only
