@@ -1,8 +1,8 @@
-"""`tfperf doctor` and `--fix` on users' own slow pipelines (tests/doctor/user_pipelines/,
-loaded by path): per case the first finding (right or wrong), the doctor's wall time, the
---fix speedup (training examples/s of the fixed pipeline against the original, side by
-side), fixed / hand-tuned, the doctor's predicted gain against the measured one, and
-whether both stayed within their budget. Prints one markdown section.
+"""`tfperf doctor` and `--fix` on users' own slow pipelines (tests/helpers/user_pipelines/,
+imported with tests/ on the path): per case the first finding (right or wrong), the
+doctor's wall time, the --fix speedup (training examples/s of the fixed pipeline against
+the original, side by side), fixed / hand-tuned, the doctor's predicted gain against the
+measured one, and whether both stayed within their budget. Prints one markdown section.
 
     python benchmarks/bench_doctor_user.py [--quick] [--repeats N] [--cases a,b,...]
 
@@ -14,8 +14,9 @@ doctor settings.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,15 +32,17 @@ GUARD_BYTES = 4 * 2**30  # a child beyond this RSS is killed (the machine is sha
 QUICK = ("per_example_parse", "numpy_function", "huge_shuffle")
 QUICK_DOCTOR = {"steps": 5, "warmup": 2, "repeats": 2, "min_seconds": 0.1, "what_ifs": []}
 HUGE_BUFFER = 10_000_000  # a pipeline shuffling more elements than this is not timed
-CASES_FILE = REPO / "tests" / "doctor" / "user_pipelines" / "cases.py"
+TESTS = REPO / "tests"  # the cases are tests' helpers: helpers.user_pipelines
 
 
 def load_cases() -> Any:
-    spec = importlib.util.spec_from_file_location("cases", CASES_FILE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cases"] = module
-    spec.loader.exec_module(module)
-    return module
+    """helpers.user_pipelines.cases, with tests/ on this process's path and its children's
+    (the run files' pipeline modules import helpers.user_pipelines)."""
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+        paths = [str(TESTS), os.getenv("PYTHONPATH")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    return importlib.import_module("helpers.user_pipelines.cases")
 
 
 def _pop(argv: list[str], flag: str) -> str | None:
@@ -233,7 +236,7 @@ def report(rows: list[dict[str, Any]], cases: Any, repeats: int, quick: bool) ->
     settings = "small doctor settings (--quick)" if quick else "the doctor's default settings"
     print(
         f"{machine()}. The doctor and --fix with {settings} on each user pipeline of "
-        "tests/doctor/user_pipelines/; then the original, the fixed and the hand-tuned "
+        "tests/helpers/user_pipelines/; then the original, the fixed and the hand-tuned "
         f"pipelines trained side by side (tfperf's train step, medians of {repeats} "
         "interleaved runs, paired ratios). Budgets: doctor <= 90 s, --fix <= 5 min "
         "(the diagnosis included, as `doctor --fix` runs it; times from the diagnosis' start, "

@@ -1,6 +1,7 @@
-"""Shared test fixtures: quiet TensorFlow, the `tfperf` command run in-process (`cli`) or
-as a real subprocess (`tfperf_exe`), and small real filesystems that fill up (`tmpfs`).
-Tests use tiny data in tmp_path."""
+"""Shared test fixtures: quiet TensorFlow, tests/ on the subprocesses' PYTHONPATH (for
+`helpers`), the `tfperf` command run in-process (`cli`) or as a real subprocess
+(`tfperf_exe`), and small real filesystems that fill up (`tmpfs`). Tests use tiny data in
+tmp_path."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# tests/ on the subprocesses' path too (pyproject's pytest `pythonpath` puts it on this
+# process's): a `tfperf` child imports what its run file names, e.g.
+# `helpers.slow_pipelines:clean`.
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, os.getenv("PYTHONPATH")]))
 
 
 class CliResult:

@@ -11,15 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf  # noqa: E402
-
-from tfperf.bench import stage_prefixes, timed_dataset  # noqa: E402
-from tfperf.config import config_from_dict  # noqa: E402
-from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
-from tfperf.data.schema import Feature, Schema  # noqa: E402
-from tfperf.workloads import get_workload  # noqa: E402
+from tfperf.bench import stage_prefixes, timed_dataset
+from tfperf.config import config_from_dict
+from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+from tfperf.data.schema import Feature, Schema
+from tfperf.workloads import get_workload
 
 BATCH = 32
 MEASUREMENT_KEYS = set(

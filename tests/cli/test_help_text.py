@@ -5,9 +5,10 @@ written (rich markup is escaped)."""
 from __future__ import annotations
 
 import pytest
-from clikit import run_tfperf
 
 from tfperf.cli.main import COMMANDS
+
+from helpers.clikit import run_tfperf
 
 # (command, a sentence that the help source breaks over two lines).
 SENTENCES = [

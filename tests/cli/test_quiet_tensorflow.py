@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from clikit import TFPERF, run_tfperf, tiny_dataset
+
+from helpers.clikit import TFPERF, run_tfperf, tiny_dataset
 
 NOISE = re.compile(r"absl::InitializeLog|cpu_feature_guard|oneDNN|UnifiedProfileProcessor")
 

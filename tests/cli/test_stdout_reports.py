@@ -11,7 +11,8 @@ import time
 
 import pytest
 import yaml
-from clikit import TFPERF, run_tfperf, tiny_dataset
+
+from helpers.clikit import TFPERF, run_tfperf, tiny_dataset
 
 MODEL = """
 import keras

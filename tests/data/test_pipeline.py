@@ -11,25 +11,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf  # noqa: E402
-
-from tfperf.config import PipelineConfig  # noqa: E402
-from tfperf.data.corrupt_shards import (  # noqa: E402
+from tfperf.config import PipelineConfig
+from tfperf.data.corrupt_shards import (
     CorruptShardError,
     naming_corrupt_shards,
     scan_shard,
     skipped_records,
 )
-from tfperf.data.pipeline import STAGES, make_dataset  # noqa: E402
-from tfperf.data.pipeline_sizes import (  # noqa: E402
+from tfperf.data.pipeline import STAGES, make_dataset
+from tfperf.data.pipeline_sizes import (
     SHUFFLE_OVERHEAD_BYTES,
     PipelineError,
     plan_shuffle_buffer,
 )
-from tfperf.data.schema import Feature, Schema  # noqa: E402
-from tfperf.errors import UserError  # noqa: E402
+from tfperf.data.schema import Feature, Schema
+from tfperf.errors import UserError
 
 SCHEMA = Schema.of(
     Feature(name="id", dtype="int64"),

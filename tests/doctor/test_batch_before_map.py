@@ -7,19 +7,12 @@ then .unbatch().map(aug)): the decode stays, the augmentation moves."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
+import numpy as np
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import tfperf  # noqa: E402
-from tfperf.doctor.graph import lint  # noqa: E402
-from tfperf.doctor.rewrites.edits import batch_before_map  # noqa: E402
+import tfperf
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.edits import batch_before_map
 
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
 SPEC = {"tokens": tf.io.VarLenFeature(tf.int64), "label": tf.io.FixedLenFeature([], tf.int64)}

@@ -4,23 +4,18 @@ models handed over in Python, without a run file; and the README's example run f
 
 from __future__ import annotations
 
-import os
 import runpy
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
+import tfperf
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.edits import same_examples
 
-import numpy as np  # noqa: E402
-import slow_pipelines as sp  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import tfperf  # noqa: E402
-from tfperf.doctor.graph import lint  # noqa: E402
-from tfperf.doctor.rewrites.edits import same_examples  # noqa: E402
+from helpers import slow_pipelines as sp
 
 ROOT = Path(__file__).resolve().parents[2]
 # The smallest measurements the doctor takes (two repeats: the fewest compare can judge).

@@ -11,14 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))  # slow_pipelines, named by the run files
 TFPERF = [sys.executable, "-m", "tfperf.cli.main"]
 FAST = "{steps: 4, warmup: 2, repeats: 2, min_seconds: 0.05}"
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(HERE), COLUMNS="200")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", COLUMNS="200")  # PYTHONPATH: conftest.py
     return subprocess.run(
         TFPERF + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
@@ -27,8 +25,8 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def write_run(tmp_path: Path, pipeline: str, model: str, batch: int = 32, extra: str = "") -> Path:
     path = tmp_path / "run.yaml"
     path.write_text(
-        f"data:\n  pipeline: slow_pipelines:{pipeline}\n"
-        f"model:\n  name: slow_pipelines:{model}\n  loss: mse\n"
+        f"data:\n  pipeline: helpers.slow_pipelines:{pipeline}\n"
+        f"model:\n  name: helpers.slow_pipelines:{model}\n  loss: mse\n"
         f"pipeline:\n  batch_size: {batch}\n"
         f"doctor: {FAST}\n{extra}"
     )
@@ -75,7 +73,9 @@ def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli, monkeypatc
 def test_user_errors_are_one_line(tmp_path, cli):
     (tmp_path / "notds.py").write_text("def make(**kw):\n    return [1, 2, 3]\n")
     path = tmp_path / "bad.yaml"
-    path.write_text("data:\n  pipeline: notds:make\nmodel:\n  name: slow_pipelines:tiny_model\n")
+    path.write_text(
+        "data:\n  pipeline: notds:make\nmodel:\n  name: helpers.slow_pipelines:tiny_model\n"
+    )
     res = cli("doctor", path)
     assert res.exit_code == 2
     assert "data.pipeline" in res.stderr and "Traceback" not in res.stderr

@@ -3,35 +3,30 @@ pipelines are measured, kept only when they help, and never change the examples.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tensorflow as tf
 import yaml
 from rich.console import Console
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
-
-import numpy as np  # noqa: E402
-import slow_pipelines as sp  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from tfperf.config import config_from_dict, load_config  # noqa: E402
-from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest  # noqa: E402
-from tfperf.data.schema import Feature, Schema  # noqa: E402
-from tfperf.doctor.diagnosis.diagnose import diagnose  # noqa: E402
-from tfperf.doctor.fix.entry import fix_pipeline  # noqa: E402
-from tfperf.doctor.graph import lint  # noqa: E402
-from tfperf.doctor.report.render import render_fix  # noqa: E402
-from tfperf.doctor.rewrites.edits import (  # noqa: E402
+from tfperf.config import config_from_dict, load_config
+from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+from tfperf.data.schema import Feature, Schema
+from tfperf.doctor.diagnosis.diagnose import diagnose
+from tfperf.doctor.fix.entry import fix_pipeline
+from tfperf.doctor.graph import lint
+from tfperf.doctor.report.render import render_fix
+from tfperf.doctor.rewrites.edits import (
     batch_before_map,
     example_multiset,
     same_examples,
     set_deterministic,
 )
-from tfperf.inputs.datasets import make_input_dataset  # noqa: E402
+from tfperf.inputs.datasets import make_input_dataset
+
+from helpers import slow_pipelines as sp
 
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
 
@@ -73,8 +68,8 @@ def test_set_deterministic_rewrites_attrs_and_keeps_examples():
 def test_fix_any_dataset_keeps_the_multiset(tmp_path):
     cfg = config_from_dict(
         {
-            "data": {"pipeline": "slow_pipelines:fixable"},
-            "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
+            "data": {"pipeline": "helpers.slow_pipelines:fixable"},
+            "model": {"name": "helpers.slow_pipelines:tiny_model", "loss": "mse"},
             "pipeline": {"batch_size": 32},
             "doctor": FAST,
         }
@@ -136,7 +131,7 @@ def test_fix_run_file_writes_an_optimized_run_file(tmp_path):
     run = tmp_path / "run.yaml"
     run.write_text(
         "data:\n  dir: data\n  label: y\n"
-        "model:\n  name: slow_pipelines:tiny_model\n  loss: mse\n"
+        "model:\n  name: helpers.slow_pipelines:tiny_model\n  loss: mse\n"
         "pipeline:\n  batch_size: 32\n  parse: per_example\n  preprocess_parallelism: 1\n"
         "  prefetch: 1\n  shuffle_buffer: 64\n"
         f"doctor: {FAST}\n"
@@ -226,7 +221,7 @@ def test_fix_writes_a_run_file_that_works_in_another_folder(tmp_path):
     run = tmp_path / "proj" / "run.yaml"
     run.write_text(
         "data:\n  dir: data\n  label: y\n"
-        "model:\n  name: slow_pipelines:tiny_model\n  loss: mse\n"
+        "model:\n  name: helpers.slow_pipelines:tiny_model\n  loss: mse\n"
         "pipeline:\n  batch_size: 32\n  deterministic: false\n  cache_records: true\n"
         "train:\n  out_dir: runs/a\n"
     )

@@ -6,15 +6,11 @@ runs in this process (the `cli` fixture)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import yaml
 
 from tfperf.config import load_config
 from tfperf.doctor.fix.runfile import write_run_file
 
-sys.path.insert(0, str(Path(__file__).parent))  # slow_pipelines, named by a run file
 # Short measurements: the user's slow map loses to its fix by far more than the noise.
 FAST = "{steps: 4, warmup: 2, repeats: 2, min_seconds: 0.1, what_ifs: []}"
 
@@ -98,8 +94,8 @@ def test_fix_writes_nothing_when_nothing_is_kept(tmp_path, cli):
     # already tuned (parallel batch, cache, prefetch): no rewrite applies, so none is timed
     # and none can be kept by the noise of a busy machine
     run_file.write_text(
-        "data:\n  pipeline: slow_pipelines:tuned_clean\n"
-        "model:\n  name: slow_pipelines:wide_tiny_model\n  loss: mse\n"
+        "data:\n  pipeline: helpers.slow_pipelines:tuned_clean\n"
+        "model:\n  name: helpers.slow_pipelines:wide_tiny_model\n  loss: mse\n"
         f"pipeline:\n  batch_size: 64\ndoctor: {FAST}\n"
     )
     res = cli("doctor", run_file, "--fix")

@@ -1,38 +1,32 @@
 """The doctor's static lint of tf.data graphs, and its findings on a suite of deliberately
-slow pipelines (tests/doctor/slow_pipelines.py): each names its own problem first."""
+slow pipelines (tests/helpers/slow_pipelines.py): each names its own problem first."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
+from tfperf.config import config_from_dict
+from tfperf.doctor.diagnosis.diagnose import diagnose
+from tfperf.doctor.graph import lint
+from tfperf.observe.feed import verdict_for
 
-import numpy as np  # noqa: E402
-import slow_pipelines as sp  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from tfperf.config import config_from_dict  # noqa: E402
-from tfperf.doctor.diagnosis.diagnose import diagnose  # noqa: E402
-from tfperf.doctor.graph import lint  # noqa: E402
-from tfperf.observe.feed import verdict_for  # noqa: E402
+from helpers import slow_pipelines as sp
 
 # Input cases time no compute what-ifs (their rules are tested on their own below).
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
 
 
 def run_cfg(name: str, model: str = "tiny_model", data_dir: str | None = None, **sections):
-    data = {"pipeline": f"slow_pipelines:{name}"}
+    data = {"pipeline": f"helpers.slow_pipelines:{name}"}
     if data_dir:
         data["dir"] = data_dir
     cfg = {
         "data": data,
-        "model": {"name": f"slow_pipelines:{model}", "loss": "mse"},
+        "model": {"name": f"helpers.slow_pipelines:{model}", "loss": "mse"},
         "pipeline": {"batch_size": 32},
         "doctor": dict(FAST),
     }

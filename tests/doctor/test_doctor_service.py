@@ -5,19 +5,13 @@ times its stage prefixes here and the whole pipeline through the service."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))  # trainkit, service_cluster
+from tfperf.bench import bench_pipeline
+from tfperf.config import load_config
+from tfperf.doctor.diagnosis.diagnose import SERVICE_NOTE, diagnose
 
-import service_cluster  # noqa: E402
-import trainkit  # noqa: E402
-
-from tfperf.bench import bench_pipeline  # noqa: E402
-from tfperf.config import load_config  # noqa: E402
-from tfperf.doctor.diagnosis.diagnose import SERVICE_NOTE, diagnose  # noqa: E402
+from helpers import service_cluster, trainkit
 
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
 

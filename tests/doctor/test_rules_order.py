@@ -5,17 +5,14 @@ file names a pipeline function; pipelines in the right order get neither."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow")
-
-from tfperf.doctor.rules import run_rules  # noqa: E402
-from tfperf.doctor.rules.order import (  # noqa: E402
+from tfperf.doctor.rules import run_rules
+from tfperf.doctor.rules.order import (
     rule_repeat_before_shuffle,
     rule_shuffle_after_batch,
 )

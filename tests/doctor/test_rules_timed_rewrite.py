@@ -5,17 +5,12 @@ faster in parallel, and the doctor said nothing. Real pipelines timed for the se
 
 from __future__ import annotations
 
-import os
+import tensorflow as tf
 
-import pytest
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow")
-
-from tfperf.doctor.diagnosis.rewritten import confirmed_slower, slower_rewrites  # noqa: E402
-from tfperf.doctor.evidence.evidence import PARALLEL  # noqa: E402
-from tfperf.doctor.rules import run_rules  # noqa: E402
-from tfperf.measure import Measurement, Run, pipeline_probe, side_by_side  # noqa: E402
+from tfperf.doctor.diagnosis.rewritten import confirmed_slower, slower_rewrites
+from tfperf.doctor.evidence.evidence import PARALLEL
+from tfperf.doctor.rules import run_rules
+from tfperf.measure import Measurement, Run, pipeline_probe, side_by_side
 
 
 def _mapped_batches():

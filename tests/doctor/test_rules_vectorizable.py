@@ -6,16 +6,13 @@ pieces), still gets per_example_map. Real JPEG files, real pfor traces, traced o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow")
-
-from tfperf.doctor.graph import lint  # noqa: E402
-from tfperf.doctor.rules import run_rules  # noqa: E402
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rules import run_rules
 
 
 def _jpegs(folder: Path, n: int = 6) -> str:

@@ -5,13 +5,10 @@ showed as the slowest stage at 1,450 "examples"/s beside a pipeline of 129,355).
 
 from __future__ import annotations
 
-import os
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import tensorflow as tf  # noqa: E402
-
-from tfperf.doctor.diagnosis.stages import stage_prefix  # noqa: E402
-from tfperf.doctor.graph import lint  # noqa: E402
+from tfperf.doctor.diagnosis.stages import stage_prefix
+from tfperf.doctor.graph import lint
 
 BLOCK, BATCH = 64, 32
 

@@ -1,4 +1,4 @@
-"""The suite of users' slow pipelines (tests/doctor/user_pipelines/cases.py): each slow
+"""The suite of users' slow pipelines (tests/helpers/user_pipelines/): each slow
 pipeline and its hand-tuned twin yield the same examples, and the doctor names the
 expected flaw first. A case today's doctor gets wrong is an xfail(strict) saying what the
 doctor says instead, so it fails loudly once fixed.
@@ -21,10 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent / "user_pipelines"))
-
-import cases  # noqa: E402
+from helpers.user_pipelines import cases
 
 # The smallest doctor that still times every probe twice; no compute what-ifs.
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}

@@ -5,23 +5,19 @@ maps pfor cannot convert stay per-example, parallel, with the reason."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tensorflow as tf
+from tensorflow.python.saved_model import function_deserialization
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tensorflow.python.saved_model import function_deserialization  # noqa: E402
-
-from tfperf.doctor.fix.candidates import dataset_candidates  # noqa: E402
-from tfperf.doctor.graph import lint  # noqa: E402
-from tfperf.doctor.rewrites.edits import example_multiset, same_examples  # noqa: E402
-from tfperf.doctor.rewrites.pfor_fn import library_of  # noqa: E402
-from tfperf.doctor.rewrites.vectorize import vectorize_maps  # noqa: E402
+from tfperf.doctor.fix.candidates import dataset_candidates
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.edits import example_multiset, same_examples
+from tfperf.doctor.rewrites.pfor_fn import library_of
+from tfperf.doctor.rewrites.vectorize import vectorize_maps
 
 N = 100  # not a multiple of the batch sizes: a partial last batch
 DIM = 16

@@ -7,21 +7,17 @@ are named errors."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))  # trainkit, service_cluster
+from tfperf.config import config_from_dict
+from tfperf.inputs.datasets import make_input_dataset
+from tfperf.inputs.service import ServiceError
 
-import service_cluster  # noqa: E402
-import trainkit  # noqa: E402
-
-from tfperf.config import config_from_dict  # noqa: E402
-from tfperf.inputs.datasets import make_input_dataset  # noqa: E402
-from tfperf.inputs.service import ServiceError  # noqa: E402
+from helpers import service_cluster, trainkit
 
 N = 240  # 8 shards of 30 records: with batches of 10 no worker drops a remainder
 

@@ -3,13 +3,9 @@ tfperf.testing both use it): strings, ragged and sparse features, float noise, b
 
 from __future__ import annotations
 
-import os
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import tensorflow as tf  # noqa: E402
-
-from tfperf.measure.examples import (  # noqa: E402
+from tfperf.measure.examples import (
     batched_pair,
     compare_examples,
     example_multiset,

@@ -11,11 +11,7 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = Path(__file__).parent.parent / "doctor"  # slow_pipelines.py, shared with the doctor's tests
-sys.path.insert(0, str(HERE))
-
-from tfperf.observe.trace import (  # noqa: E402
+from tfperf.observe.trace import (
     ProfileError,
     latest_xplane,
     parse_steps,
@@ -39,11 +35,11 @@ def step_events(trace: dict, steps: range) -> dict[int, list[dict]]:
 def profiled(tmp_path_factory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("profile")
     (root / "run.yaml").write_text(
-        "data:\n  pipeline: slow_pipelines:clean\n"
-        "model:\n  name: slow_pipelines:tiny_model\n  loss: mse\n"
+        "data:\n  pipeline: helpers.slow_pipelines:clean\n"
+        "model:\n  name: helpers.slow_pipelines:tiny_model\n  loss: mse\n"
         "pipeline:\n  batch_size: 32\ntrain:\n  monitor_system: false\n"
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(HERE))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")  # PYTHONPATH has tests/: conftest.py
     res = subprocess.run(
         [
             sys.executable,

@@ -4,24 +4,19 @@ with monitoring off there is no sampler thread and no system/* tag."""
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent.parent / "doctor"))  # slow_pipelines.py
-
-import slow_pipelines  # noqa: E402, F401 - the run files name its functions
-import tensorflow as tf  # noqa: E402
-from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
+import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import (
     EventAccumulator,
 )
 
-from tfperf.config import config_from_dict  # noqa: E402
-from tfperf.hooks import Hook, RunState  # noqa: E402
-from tfperf.observe.system import THREAD_NAME, SystemMonitorHook, sample_system  # noqa: E402
-from tfperf.train.loop import train  # noqa: E402
+from tfperf.config import config_from_dict
+from tfperf.hooks import Hook, RunState
+from tfperf.observe.system import THREAD_NAME, SystemMonitorHook, sample_system
+from tfperf.train.loop import train
 
 
 def scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -38,8 +33,8 @@ def scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
 def cfg_for(tmp_path: Path, monitor: bool):
     return config_from_dict(
         {
-            "data": {"pipeline": "slow_pipelines:clean"},
-            "model": {"name": "slow_pipelines:tiny_model", "loss": "mse"},
+            "data": {"pipeline": "helpers.slow_pipelines:clean"},
+            "model": {"name": "helpers.slow_pipelines:tiny_model", "loss": "mse"},
             "pipeline": {"batch_size": 32},
             "train": {
                 "out_dir": str(tmp_path / "run"),

@@ -1,5 +1,5 @@
 """`tfperf report RUN_DIR`, `tfperf doctor --html` and `to_html` on one small real run
-(reportkit.py: train, evaluate, doctor --fix, all real): what train and the doctor leave in
+(helpers/reportkit.py: train, evaluate, doctor --fix, all real): what train and the doctor leave in
 the run folder, a self-contained page with every section and the run's own numbers, a
 folder with only logs, the errors for a folder that is not a run, and the page opened in
 headless Chromium with every chart drawn and no console error."""
@@ -9,19 +9,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from html import escape
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from tfperf.runreport.tables import measured_by_code
+from tfperf.util.format import number
 
-from browser import open_reports, unavailable  # noqa: E402
-from reportkit import EVERY, RUNFILE, STEPS, make_run, tfperf  # noqa: E402
-
-from tfperf.runreport.tables import measured_by_code  # noqa: E402
-from tfperf.util.format import number  # noqa: E402
+from helpers.browser import open_reports, unavailable
+from helpers.reportkit import EVERY, RUNFILE, STEPS, make_run, tfperf
 
 # An attribute that would make the browser fetch something: src=, href= or url() to a host.
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//""")

@@ -5,14 +5,10 @@ client-side rate), the per-worker rate is given, and the stage prefixes still ru
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
-import servicekit
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
-import trainkit  # noqa: E402
+from helpers import servicekit, trainkit
 
 
 @pytest.mark.slow  # three TensorFlow processes

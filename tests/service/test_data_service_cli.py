@@ -9,7 +9,8 @@ import socket
 import time
 
 import pytest
-from servicekit import (
+
+from helpers.servicekit import (
     free_port,
     listening,
     processes,

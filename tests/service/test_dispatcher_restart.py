@@ -4,7 +4,7 @@ on where it was: the client reads every element once, none twice. Real processes
 
 from __future__ import annotations
 
-from servicekit import free_port, processes, run_tfperf, start, stop
+from helpers.servicekit import free_port, processes, run_tfperf, start, stop
 
 
 def test_restarted_dispatcher_resumes_its_job(tmp_path):

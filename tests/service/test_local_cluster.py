@@ -9,7 +9,8 @@ import signal
 import time
 
 import psutil
-from servicekit import START_TIMEOUT, processes, read_json_line, read_service, start, stop
+
+from helpers.servicekit import START_TIMEOUT, processes, read_json_line, read_service, start, stop
 
 
 def _children(info: dict) -> list[int]:

@@ -4,21 +4,16 @@ the element and the feature that differ."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
+from tensorflow.python.eager import context
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
+from tfperf.errors import UserError
+from tfperf.testing import assert_deterministic
 
-import tensorflow as tf  # noqa: E402
-import testingkit as kit  # noqa: E402
-from tensorflow.python.eager import context  # noqa: E402
-
-from tfperf.errors import UserError  # noqa: E402
-from tfperf.testing import assert_deterministic  # noqa: E402
+from helpers import testingkit as kit
 
 
 @pytest.fixture(autouse=True)

@@ -3,16 +3,11 @@ message names the call that retraced and its signature."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import tensorflow as tf  # noqa: E402
-
-from tfperf.errors import UserError  # noqa: E402
-from tfperf.testing import assert_no_retrace  # noqa: E402
+from tfperf.errors import UserError
+from tfperf.testing import assert_no_retrace
 
 
 def _step():

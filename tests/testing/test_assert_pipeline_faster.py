@@ -5,17 +5,13 @@ the test checks the assertion's logic, not TensorFlow's speed."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import tensorflow as tf  # noqa: E402
-
-from tfperf.errors import UserError  # noqa: E402
-from tfperf.testing import assert_pipeline_faster  # noqa: E402
+from tfperf.errors import UserError
+from tfperf.testing import assert_pipeline_faster
 
 
 def _wait(x):

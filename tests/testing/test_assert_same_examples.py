@@ -3,21 +3,14 @@ message that says how many examples differ and shows them."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
+import tensorflow as tf
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).parent))
+import tfperf
+from tfperf.errors import UserError
+from tfperf.testing import assert_same_examples
 
-import tensorflow as tf  # noqa: E402
-import testingkit as kit  # noqa: E402
-
-import tfperf  # noqa: E402
-from tfperf.errors import UserError  # noqa: E402
-from tfperf.testing import assert_same_examples  # noqa: E402
+from helpers import testingkit as kit
 
 
 def test_per_example_and_batch_then_parse_pipelines_match(tmp_path):

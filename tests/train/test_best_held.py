@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import trainkit
+
+from helpers import trainkit
 
 pytestmark = pytest.mark.slow  # real training and evaluating
 

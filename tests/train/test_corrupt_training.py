@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-import trainkit
+from helpers import trainkit
 
 
 def _corrupt(path, at: int = 60) -> None:

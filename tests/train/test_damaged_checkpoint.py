@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import trainkit
+
+from helpers import trainkit
 
 pytestmark = pytest.mark.slow  # real training and evaluating
 

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 import numpy as np
 import pytest
-import trainkit
 
 from tfperf.config import load_config
 from tfperf.errors import UserError
@@ -29,6 +25,8 @@ from tfperf.train.checkpoints.folder import (
 from tfperf.train.evaluator import CheckpointMismatchError, evaluate_checkpoint, run_paths
 from tfperf.train.evaluator_process import spawn_evaluator
 from tfperf.train.watch import plan_catch_up, watch
+
+from helpers import trainkit
 
 N_EVAL = 24
 BATCH = 8

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-import trainkit
 
 from tfperf.train.evaluator_process import MODULE
+
+from helpers import trainkit
 
 
 @pytest.fixture

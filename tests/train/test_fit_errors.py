@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trainkit
+
+from helpers import trainkit
 
 BAD_CODE = """
 import keras

@@ -8,12 +8,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-import trainkit
 import yaml
 
 from tfperf.config import load_config
 from tfperf.train.loop import train
 from tfperf.train.run_input import InputCheckpointError
+
+from helpers import trainkit
 
 PIPELINES = """
 import numpy as np

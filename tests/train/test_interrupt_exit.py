@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-import trainkit
+
+from helpers import trainkit
 
 
 def _interrupt(proc: subprocess.Popen, log: Path, sig: int) -> tuple[str, str]:

@@ -8,12 +8,13 @@ import json
 import math
 
 import pytest
-import trainkit
 
 from tfperf.config import load_config
 from tfperf.hooks import Hook, NonFiniteLossError
 from tfperf.train.loop import auto_steps_per_loop, plan_call_steps, train
 from tfperf.train.setup import plan_target_step
+
+from helpers import trainkit
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,10 @@ import signal
 import time
 
 import pytest
-import trainkit
 
 from tfperf.util.lock import LOCK_NAME
+
+from helpers import trainkit
 
 
 @pytest.mark.slow  # a real training process

@@ -8,12 +8,13 @@ import math
 import time
 
 import pytest
-import trainkit
 
 from tfperf.config import load_config
 from tfperf.hooks import Hook
 from tfperf.train.loop import train
 from tfperf.train.precision import POLICIES, PrecisionTrial, choose_precision, supported_policies
+
+from helpers import trainkit
 
 
 def _timed_trial(slow: dict[str, float], losses: dict[str, float] | None = None):

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import trainkit
+
+from helpers import trainkit
 
 EXAMPLES, BATCH, EPOCHS = 48, 4, 3
 

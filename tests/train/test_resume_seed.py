@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-import trainkit
+
+from helpers import trainkit
 
 pytestmark = pytest.mark.slow  # real training
 

@@ -12,11 +12,12 @@ import subprocess
 import sys
 
 import pytest
-import trainkit
 import yaml
 
 from tfperf.config import load_config
 from tfperf.train.strategy import own_server_address
+
+from helpers import trainkit
 
 
 def test_own_server_address_is_the_task_address(tmp_path, monkeypatch):

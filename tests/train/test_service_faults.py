@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-import trainkit
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "service"))
-import servicekit  # noqa: E402
+from helpers import servicekit, trainkit
 
 N, SHARDS, BATCH = 512, 16, 8
 EPOCH_STEPS = N // BATCH

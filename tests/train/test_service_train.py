@@ -12,8 +12,8 @@ import json
 import time
 
 import pytest
-import service_cluster
-import trainkit
+
+from helpers import service_cluster, trainkit
 
 STEPS = 96  # 3 epochs of 256 examples in batches of 8
 

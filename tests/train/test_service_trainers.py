@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import service_cluster
-import trainkit
 import yaml
+
+from helpers import service_cluster, trainkit
 
 N, SHARDS, BATCH = 256, 16, 8  # 8 examples per replica and step, 2 trainers
 EPOCH_STEPS = N // (2 * BATCH)

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import trainkit
 
 from tfperf.util.lock import folder_lock
+
+from helpers import trainkit
 
 pytestmark = pytest.mark.slow  # real training and evaluating
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import tensorflow as tf
-import trainkit
 
 from tfperf.config import load_config
 from tfperf.hooks import RunState
@@ -15,6 +14,8 @@ from tfperf.train.checkpoints.disk_full import newest_checkpoint_bytes
 from tfperf.train.checkpoints.save import CheckpointHook, make_checkpoint, make_manager
 from tfperf.train.stop_note import stop_note
 from tfperf.util.disk import size_text
+
+from helpers import trainkit
 
 
 def hook_for(folder: Path, iterator=None) -> CheckpointHook:

@@ -14,10 +14,11 @@ import subprocess
 import sys
 
 import pytest
-import trainkit
 import yaml
 
 from tfperf.train.strategy import ClusterError, resolve_kind, validate_cluster
+
+from helpers import trainkit
 
 # One pipeline split across replicas (checkpoint_input off): the same batches as one device.
 DETERMINISTIC = [

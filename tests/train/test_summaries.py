@@ -5,10 +5,11 @@ reading of tf.data's pipeline model (observe/feed.py) on a real iterator."""
 from __future__ import annotations
 
 import pytest
-import trainkit
 
 from tfperf.config import load_config
 from tfperf.train.loop import train
+
+from helpers import trainkit
 
 
 def _events(path):

@@ -1,6 +1,6 @@
 """Deliberately slow tf.data pipelines, one per doctor finding, and tiny Keras models.
 
-Each pipeline is a run file's `data.pipeline` ('slow_pipelines:<name>'); it is clean
+Each pipeline is a run file's `data.pipeline` ('helpers.slow_pipelines:<name>'); it is clean
 except for the one problem it demonstrates. Files, when needed, come from data.dir.
 """
 

@@ -2,25 +2,25 @@
 `make_dataset(data_dir, batch_size=..., **kwargs)` written as tutorials write it, its
 hand-tuned twin, a small Keras model, the data it reads and the doctor's expected first
 finding. tests/doctor/test_user_pipelines.py checks them; benchmarks/bench_doctor_user.py
-loads this file by path and measures `tfperf doctor --fix` on each.
+imports this module (as `helpers.user_pipelines.cases`, tests/ on its path) and measures
+`tfperf doctor --fix` on each.
 
 `write_run_file` writes what a user would have: a module with a `make_dataset(**kwargs)`
-that calls the pipeline on the data folder, and a run file naming it (`data.pipeline`).
+that calls the pipeline on the data folder, and a run file naming it (`data.pipeline`). That
+module imports `helpers.user_pipelines`: a process that loads it needs tests/ on its path
+(tests/conftest.py puts it on PYTHONPATH for the tests' subprocesses).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))  # the up_* modules import each other by name
+PACKAGE = __package__  # helpers.user_pipelines: the up_* modules' package
 
 # Codes the doctor should give but has no rule for yet (see each case's `note`): none today.
 MISSING_CODES: frozenset[str] = frozenset()
@@ -29,7 +29,7 @@ MISSING_CODES: frozenset[str] = frozenset()
 @dataclass(frozen=True)
 class Case:
     name: str  # also the slow function's name in `module`; the twin is `<name>_tuned`
-    module: str  # up_records, up_memory or up_files
+    module: str  # up_records, up_memory or up_files, in PACKAGE
     data: str  # the up_data kind it reads
     model: str  # a function of up_models
     expected: str | None  # the doctor's expected first finding; None: no input advice
@@ -41,11 +41,11 @@ class Case:
 
     def functions(self) -> tuple[Any, Any]:
         """(the user's make_dataset, the hand-tuned twin)."""
-        mod = importlib.import_module(self.module)
+        mod = importlib.import_module(f"{PACKAGE}.{self.module}")
         return getattr(mod, self.name), getattr(mod, f"{self.name}_tuned")
 
     def model_factory(self) -> Any:
-        return getattr(importlib.import_module("up_models"), self.model)
+        return getattr(importlib.import_module(f"{PACKAGE}.up_models"), self.model)
 
 
 CASES = [
@@ -208,19 +208,15 @@ BY_NAME = {c.name: c for c in CASES}
 
 def data_dir(case: Case, root: Path) -> Path:
     """The case's data under `root` (one folder per kind, shared by cases), made once."""
-    import up_data
+    from . import up_data
 
     return up_data.make(case.data, Path(root) / case.data)
 
 
 SHIM = '''"""{note}"""
 
-import sys
-
-sys.path.insert(0, {here!r})
-
-from up_models import {model} as make_model  # noqa: E402
-from {module} import {function} as user_pipeline  # noqa: E402
+from {package}.up_models import {model} as make_model
+from {package}.{module} import {function} as user_pipeline
 
 
 def make_dataset(batch_size={batch}, **kwargs):
@@ -244,7 +240,7 @@ def write_run_file(
     (folder / f"{module}.py").write_text(
         SHIM.format(
             note=case.note,
-            here=str(HERE),
+            package=PACKAGE,
             model=case.model,
             module=case.module,
             function=function,
