@@ -8,6 +8,7 @@ precision, label) is a keyword here, inferred from the dataset and model when le
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,11 @@ from tfperf.doctor.fix.runfile import compile_kwargs, withheld
 from tfperf.doctor.fix.trials import FixResult
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes import handed
+from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
 from tfperf.util.imports import load_object
+from tfperf.util.progress import progress_bar
 
 if TYPE_CHECKING:
     import keras
@@ -102,8 +105,11 @@ class Keywords:
     precision: str = "float32"  # the train step's Keras dtype policy
     label: str | None = None  # for dict elements: the label feature
     ram_budget_mb: float | None = None  # default: pipeline.shuffle_ram_mb
-    budget_s: float | None = None  # below 60 s: shorter measurements, two repeats
+    # The whole call's wall time (default 90 s for diagnose, 300 s for optimize); below
+    # 60 s measurements are also shorter, two repeats.
+    budget_s: float | None = None
     overrides: Sequence[str] = ()  # `--set` items, e.g. "doctor.repeats=5"
+    progress: bool | None = None  # the probe, trial and seconds left on stderr; None: on a tty
 
 
 def diagnose(
@@ -120,8 +126,10 @@ def diagnose(
     overrides); or a RunConfig, as `tfperf doctor RUNFILE` (`kwargs` go to that doctor)."""
     if isinstance(target, RunConfig):
         return diagnose_run(target, tick=tick, **kwargs)
-    with _session(target, model, Keywords(**kwargs)) as (cfg, ds):
-        diag = diagnose_run(cfg, dataset=ds, tick=tick)
+    kw = Keywords(**kwargs)
+    with _progress(kw, kw.budget_s or DOCTOR_SECONDS) as (budget, show):
+        with _session(target, model, kw) as (cfg, ds):
+            diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=budget)
     diag.source = "tf.data.Dataset"
     return diag
 
@@ -140,10 +148,14 @@ def optimize(
     it yields the same examples); the result is then timed beside the original. It is
     never slower: when nothing helps, `dataset` itself comes back and the report says so.
     With `label`, dict elements are split into (features, labels), the returned ones too."""
-    with _session(dataset, model, Keywords(**kwargs)) as (cfg, ds):
-        diag = diagnose_run(cfg, dataset=ds, tick=tick)
+    kw = Keywords(**kwargs)
+    total = kw.budget_s or FIX_SECONDS
+    with _progress(kw, total) as (budget, show), _session(dataset, model, kw) as (cfg, ds):
+        # The diagnosis takes at most a third of the budget (and DOCTOR_SECONDS), as --fix.
+        part = budget.part(min(DOCTOR_SECONDS, total / 3))
+        diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=part)
         diag.source = "tf.data.Dataset"
-        result = fix_dataset(cfg, diag, ds, tick=tick, train_changes=False)
+        result = fix_dataset(cfg, diag, ds, tick=tick or show, train_changes=False, budget=budget)
         result.compile_kwargs = compile_kwargs(diag, cfg.doctor.steps)
         result.withheld = withheld(cfg, diag, run_file=False)
     return result.dataset, OptimizeReport(diag, result)
@@ -157,6 +169,19 @@ def apply_rewrites(
     that does not apply to this dataset (its pipeline changed since) is a UserError, or
     skipped with strict=False."""
     return replay(dataset, list(names), None, strict=strict)
+
+
+@contextlib.contextmanager
+def _progress(kw: Keywords, seconds: float) -> Iterator[tuple[Budget, Tick]]:
+    """(the call's Budget, a tick) with the probe or trial being timed and the seconds left
+    shown on stderr, as `tfperf doctor` shows them (when kw.progress, or on a terminal)."""
+    shown = sys.stderr.isatty() if kw.progress is None else kw.progress
+    with progress_bar("measuring", unit="measurements", enabled=shown, transient=True) as bar:
+
+        def on_probe(label: str, left: float) -> None:
+            bar.update(description=f"measuring {label}", info=f"{left:,.0f} s left")
+
+        yield Budget(seconds, on_probe=on_probe), lambda _: bar.advance(1)
 
 
 # ---- the run file these stand for ----------------------------------------------------------
