@@ -227,6 +227,13 @@ class DoctorConfig(_Section):
         "(a fixed train.steps_per_loop) against doctor.steps per call, the input on half the "
         "cores where the model trains on the same CPU (pipeline.threads)",
     )
+    target: float | None = Field(
+        None,
+        gt=0,
+        description="examples/s the accelerator will consume (from a GPU run or a spec sheet): "
+        "the pipeline alone is then judged against it and --fix keeps what raises its rate; "
+        "null: training on this host is the judge",
+    )
     fit_steps_per_execution: int | None = Field(
         None,
         gt=0,

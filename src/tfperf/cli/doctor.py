@@ -112,6 +112,17 @@ def register(app: typer.Typer) -> None:
                 "--fix 300); what was not measured in time is reported as such.",
             ),
         ] = None,
+        target: Annotated[
+            float | None,
+            typer.Option(
+                "--target",
+                metavar="EXAMPLES_PER_S",
+                min=1,
+                help="The rate the accelerator will consume (from a GPU run or a spec sheet): "
+                "the pipeline alone is judged against it, and --fix keeps what raises the "
+                "pipeline's own rate (doctor.target otherwise).",
+            ),
+        ] = None,
         allow: Annotated[
             str | None,
             typer.Option(
@@ -140,6 +151,8 @@ def register(app: typer.Typer) -> None:
             cfg.doctor.repeats = repeats
         if allow is not None:
             cfg.doctor.allow = parse_allow(allow)
+        if target is not None:
+            cfg.doctor.target = target
         # The doctor pulls in TensorFlow: imported here so that `tfperf --help` stays fast.
         from tfperf.doctor.diagnosis.diagnose import diagnose
         from tfperf.doctor.fix.entry import fix_pipeline
@@ -167,9 +180,9 @@ def register(app: typer.Typer) -> None:
                 diag = diagnose(cfg, tick=lambda _: bar.advance(1), budget=budget.part(part))
                 result = None
                 if fix:
-                    target = Path(out) if out else default_output(runfile, cfg)
+                    written = Path(out) if out else default_output(runfile, cfg)
                     tick = lambda _: bar.advance(1)  # noqa: E731
-                    result = fix_pipeline(cfg, diag, out=target, tick=tick, budget=budget)
+                    result = fix_pipeline(cfg, diag, out=written, tick=tick, budget=budget)
             except KeyboardInterrupt:
                 interrupted(budget, json_out)
         data = {"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None}

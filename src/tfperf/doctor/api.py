@@ -110,6 +110,9 @@ class Keywords:
     budget_s: float | None = None
     overrides: Sequence[str] = ()  # `--set` items, e.g. "doctor.repeats=5"
     progress: bool | None = None  # the probe, trial and seconds left on stderr; None: on a tty
+    # The examples/s the accelerator will consume (doctor.target): the pipeline alone is
+    # judged against it and the trials time the pipeline's own rate.
+    target: float | None = None
 
 
 def diagnose(
@@ -224,7 +227,7 @@ def _session(
     data: dict[str, Any] = {
         "pipeline": {"batch_size": int(batch)},
         "train": {"precision": kw.precision},
-        "doctor": doctor_settings(kw.budget_s),
+        "doctor": {**doctor_settings(kw.budget_s), "target": kw.target},
     }
     if kw.ram_budget_mb is not None:
         data["pipeline"]["shuffle_ram_mb"] = kw.ram_budget_mb

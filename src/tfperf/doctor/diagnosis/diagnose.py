@@ -278,7 +278,8 @@ def diagnose(
         slower=slower,
     )
     findings = cache_findings(capped, evidence.budget) + run_rules(evidence)
-    if verdict == "not input-bound":
+    on_target = d.target is not None and pipeline.examples_per_s.median < d.target
+    if verdict == "not input-bound" and not on_target:
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
     # A generator's finding gets the API call that replaces it and its gain on a sample.
@@ -301,4 +302,5 @@ def diagnose(
         variants=variants,
         notes=notes,
         costs=evidence.costs,
+        target=d.target,
     )

@@ -4,6 +4,7 @@ here measures or decides."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,18 @@ class Diagnosis:
     variants: dict[str, float] = field(default_factory=dict)  # variant -> examples/s
     notes: list[str] = field(default_factory=list)
     costs: Costs | None = None  # what the expected gains were computed from
+    target: float | None = None  # doctor.target: the accelerator's examples/s, when given
+
+    @property
+    def input_bound_on_target(self) -> bool:
+        """The pipeline alone is slower than the target's accelerator would consume."""
+        return self.target is not None and self.pipeline.examples_per_s.median < self.target
+
+    @property
+    def input_trials(self) -> bool:
+        """Whether --fix tries input changes: this host waits for input, or the target
+        says the accelerator will."""
+        return self.verdict != "not input-bound" or self.input_bound_on_target
 
     @property
     def input_bound_fraction(self) -> float:
@@ -98,9 +111,22 @@ class Diagnosis:
             side = "work on the input pipeline"
         else:
             side = "work on the input pipeline's share of the CPU (input and model share it)"
-        return (
+        head = (
             f"verdict: {self.verdict} (input wait {self.input_bound_fraction:.0%} of "
             f"training); {rates}: {side}"
+        )
+        if self.target is None:
+            return head
+        if self.input_bound_on_target:
+            workers = math.ceil(self.target / max(1e-9, alone))
+            return (
+                f"verdict: input-bound on the target: the pipeline alone gives {alone:,.0f} "
+                f"examples/s; the target needs {self.target:,.0f} (~{workers} tf.data service "
+                f"workers like this host, or a faster pipeline); on this host: {head}"
+            )
+        return (
+            f"verdict: the pipeline keeps up with the target ({alone:,.0f} >= "
+            f"{self.target:,.0f} examples/s); on this host: {head}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,6 +137,7 @@ class Diagnosis:
             "batch_size": self.batch_size,
             "precision": self.precision,
             "verdict": self.verdict,
+            "target": self.target,
             "input_bound_fraction": round(self.input_bound_fraction, 4),
             "pipeline": rate_json(self.pipeline),
             "compute_limit": rate_json(self.compute),

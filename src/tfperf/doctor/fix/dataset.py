@@ -12,7 +12,7 @@ from tfperf.config import RunConfig
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.candidates import DatasetRewrite, dataset_candidates
 from tfperf.doctor.fix.predicted import predict
-from tfperf.doctor.fix.runfile import run_file_candidates
+from tfperf.doctor.fix.runfile import NO_INPUT_TRIALS, run_file_candidates
 from tfperf.doctor.fix.trials import (
     FixResult,
     FixTrial,
@@ -32,6 +32,7 @@ from tfperf.doctor.rewrites.edits import (
 )
 from tfperf.doctor.rewrites.io import cap_shuffles
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
+from tfperf.doctor.rules.threads import INPUT_THREADS
 from tfperf.errors import UserError
 from tfperf.measure import Probe
 
@@ -78,6 +79,10 @@ def fix_dataset(
     trials: list[FixTrial] = []
     changes: list[str] = []
     cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE.label]  # done
+    if not diag.input_trials:  # the model sets the pace: only compute-side rewrites
+        cands = [c for c in cands if c[0] == INPUT_THREADS.label]
+        skipped = FixTrial("input changes", NO_INPUT_TRIALS, None, False, "not input-bound")
+        trials.append(skipped)
     for name, rewrite in cands:
 
         def build(

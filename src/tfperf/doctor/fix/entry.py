@@ -15,7 +15,12 @@ from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.dataset import fix_dataset
 from tfperf.doctor.fix.pipeline_file import code_edits, write_optimized_pipeline
 from tfperf.doctor.fix.predicted import predict
-from tfperf.doctor.fix.runfile import run_file_candidates, withheld, write_run_file
+from tfperf.doctor.fix.runfile import (
+    NO_INPUT_TRIALS,
+    run_file_candidates,
+    withheld,
+    write_run_file,
+)
 from tfperf.doctor.fix.trials import (
     FixResult,
     FixTrial,
@@ -74,6 +79,8 @@ def _fix_run_file(
         return trial_probe(name, c, make_input_dataset(c, training=True), c.pipeline.batch_size)
 
     trials: list[FixTrial] = []
+    if not diag.input_trials:
+        trials.append(FixTrial("input changes", NO_INPUT_TRIALS, None, False, "not input-bound"))
     best_cfg, kept = try_changes(cands, cfg, probe, tick, trials)
     predicted = predict(trials, diag)
     optimized = (lambda n: probe(best_cfg, n)) if kept else None

@@ -75,8 +75,24 @@ def relocate_paths(cfg: RunConfig, out: Path) -> RunConfig:
 
 def run_file_candidates(cfg: RunConfig, diag: Diagnosis) -> list[tuple[str, dict[str, Any]]]:
     """(name, {dotted key: value}) run-file changes worth trying, most promising first."""
-    p = cfg.pipeline
     codes = [f.code for f in diag.findings]
+    cands: list[tuple[str, dict[str, Any]]] = []
+    # Not input-bound (and no doctor.target saying the accelerator will be): no input trial
+    # can show a gain, and each would take its share of the budget.
+    if getattr(diag, "input_trials", True):
+        cands += _input_candidates(cfg, codes)
+    cands += _compute_candidates(cfg, diag)
+    return cands
+
+
+NO_INPUT_TRIALS = (
+    "not input-bound: no input change tried (the model sets the pace here; --target "
+    "EXAMPLES_PER_S judges the pipeline against a faster accelerator)"
+)
+
+
+def _input_candidates(cfg: RunConfig, codes: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    p = cfg.pipeline
     cands: list[tuple[str, dict[str, Any]]] = []
     if cfg.workload and cfg.data.variant == "original":
         cands.append(("tuned pipeline", {"data.variant": "tuned"}))
@@ -95,6 +111,11 @@ def run_file_candidates(cfg: RunConfig, diag: Diagnosis) -> list[tuple[str, dict
         cands.append((CACHE_RECORDS.label, {"pipeline.cache_records": True}))
     if not p.cache_preprocessed and "no_cache" in codes:
         cands.append((CACHE_PREPROCESSED.label, {"pipeline.cache_preprocessed": True}))
+    return cands
+
+
+def _compute_candidates(cfg: RunConfig, diag: Diagnosis) -> list[tuple[str, dict[str, Any]]]:
+    cands: list[tuple[str, dict[str, Any]]] = []
     # Precision and batch size change the results: tried only with the user's leave
     # (doctor.allow, --allow); the others keep them up to rounding.
     allow = set(cfg.doctor.allow)

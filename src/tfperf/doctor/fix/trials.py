@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tfperf.config import DoctorConfig, RunConfig
 from tfperf.doctor.fix.runfile import apply_changes, describe_changes
 from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
-from tfperf.doctor.probes.target import build_target, fixed_steps_per_call, train_probe
+from tfperf.doctor.probes.target import (
+    build_target,
+    dataset_probe,
+    fixed_steps_per_call,
+    train_probe,
+)
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 from tfperf.train.run_input import first_of
 
@@ -101,8 +106,12 @@ def trial_probe(name: str, cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> P
     steps per call when it fixes them (else doctor.steps): a fresh target per variant."""
     ds = repeat_if_finite(ds)
     clock = FIX_CLOCK.get()
-    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
     limit = clock.limit if clock else None
+    if cfg.doctor.target is not None:
+        # The accelerator the target stands for will not share this host's cores: what
+        # counts is the pipeline's own rate.
+        return dataset_probe(name, ds, cfg.doctor, time_limit=limit)
+    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
     return train_probe(name, target, ds, cfg.doctor, limit, fixed_steps_per_call(cfg))
 
 
