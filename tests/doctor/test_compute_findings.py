@@ -171,3 +171,14 @@ def test_input_threads_beyond_the_noise_is_a_finding_and_a_run_file_key(evidence
     ds = make_input_dataset(cfg, training=False)
     assert ds.options().threading.private_threadpool_size == 1
     assert [int(x[0]) for x, _ in ds] == [0, 4]
+
+
+def test_no_trial_of_a_change_already_in_effect():
+    """pipeline.deterministic: null is already false in training: no trial of 'false'."""
+    diag = SimpleNamespace(findings=[], batch_size=8, variants={})
+    cfg = config_from_dict({"workload": "regression"})
+    assert "pipeline.deterministic" not in str(run_file_candidates(cfg, diag))
+    cfg = config_from_dict({"workload": "regression", "pipeline": {"deterministic": True}})
+    assert ("non-deterministic order", {"pipeline.deterministic": False}) in run_file_candidates(
+        cfg, diag
+    )

@@ -105,7 +105,7 @@ def _input_candidates(cfg: RunConfig, codes: list[str]) -> list[tuple[str, dict[
         cands.append((PARALLEL_READS_RUN_FILE.label, reads))
     if p.prefetch != "auto":
         cands.append((PREFETCH_RUN_FILE.label, {"pipeline.prefetch": "auto"}))
-    if p.deterministic is not False:
+    if p.deterministic is True:  # null is already false in training: nothing to try
         cands.append((NONDETERMINISTIC.label, {"pipeline.deterministic": False}))
     if not p.cache_records:
         cands.append((CACHE_RECORDS.label, {"pipeline.cache_records": True}))
