@@ -17,7 +17,9 @@ def _children(info: dict) -> list[int]:
     return [info["dispatcher"]["pid"], *(w["pid"] for w in info["workers"])]
 
 
-def test_local_serves_and_stops_its_children_on_sigterm(tmp_path):
+def test_local_serves_restarts_a_killed_worker_and_stops_its_children_on_sigterm(tmp_path):
+    """One cluster for its whole life (each start is four TensorFlow processes): it serves,
+    a worker killed with kill -9 comes back on its port and serves, SIGTERM stops them all."""
     with processes() as procs:
         local = start(procs, tmp_path, "local", "--workers", 2)
         info = local.first
@@ -26,15 +28,6 @@ def test_local_serves_and_stops_its_children_on_sigterm(tmp_path):
         got = read_service(info["address"], "parallel_epochs", 10)
         assert sorted(got) == sorted([i * i for i in range(10)] * 2)
 
-        assert stop(local) == 0, local.err()
-        assert read_json_line(local.popen, 10, "the stop line")["stopped"] == "SIGTERM"
-        assert not [pid for pid in _children(info) if psutil.pid_exists(pid)]
-
-
-def test_a_killed_worker_is_restarted_on_its_port_and_serves(tmp_path):
-    with processes() as procs:
-        local = start(procs, tmp_path, "local", "--workers", 2)
-        info = local.first
         victim, where = info["workers"][1]["pid"], info["workers"][1]["address"]
         psutil.Process(victim).send_signal(signal.SIGKILL)
         deadline = time.monotonic() + START_TIMEOUT
@@ -50,7 +43,13 @@ def test_a_killed_worker_is_restarted_on_its_port_and_serves(tmp_path):
         port = int(where.rsplit(":", 1)[1])
         listening = [c for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
         assert any(c.laddr.port == port for c in listening)  # the same address again
+
+        # Its children now: the dispatcher, the first worker and the restarted one.
+        children = [c.pid for c in psutil.Process(local.popen.pid).children()]
+        assert len(children) == 3 and victim not in children, children
         assert stop(local) == 0, local.err()
+        assert read_json_line(local.popen, 10, "the stop line")["stopped"] == "SIGTERM"
+        assert not [pid for pid in children if psutil.pid_exists(pid)]
 
 
 def test_local_names_a_dead_worker_and_exits_non_zero(tmp_path):
