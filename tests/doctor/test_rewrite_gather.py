@@ -1,6 +1,6 @@
-"""Examples cut one at a time from arrays in the graph, cut by one gather per batch instead
-(doctor/rewrites/gather.py, rules/gather.py): the windows of
-keras.utils.timeseries_dataset_from_array and the rows of from_tensor_slices. The rewrite
+"""Windows cut one at a time from arrays in the graph, cut by one gather per batch instead
+(doctor/rewrites/gather.py, rules/gather.py): those of keras.utils.timeseries_dataset_from_array
+(rows of from_tensor_slices alone are not offered: no gain worth a trial). The rewrite
 yields the same examples (the same batches, in order, when nothing shuffles), keeps what
 follows the batch, leaves other pipelines alone and is faster; its rule names it first on
 the Hands-On ML windows, where repeat_before_shuffle no longer fires on Keras' own repeat."""
@@ -104,7 +104,9 @@ def test_what_follows_the_batch_is_kept():
             np.testing.assert_array_equal(x, y)
 
 
-def test_rows_of_in_memory_columns_with_strings_are_gathered_per_batch():
+def test_rows_of_in_memory_columns_alone_are_not_offered():
+    """Rows of from_tensor_slices, sliced and batched, measured 0.7-1.5x of a gather per
+    batch: not worth a trial (the corpus' DataFrame case, petfinder_dataframe, is one)."""
     rng = np.random.default_rng(0)
     columns = {
         "age": rng.integers(1, 60, size=(300, 1)),
@@ -113,11 +115,8 @@ def test_rows_of_in_memory_columns_with_strings_are_gathered_per_batch():
     }
     labels = rng.integers(0, 2, size=300)
     ds = tf.data.Dataset.from_tensor_slices((columns, labels)).shuffle(300).batch(32).prefetch(4)
-    out = batched_gather(lint.read_graph(ds), ds)
-    assert out is not None
-    assert _kinds(out) == ["source", "shuffle", "batch", "map", "prefetch"]
-    assert out.element_spec == ds.element_spec
-    assert same_examples(ds, out)
+    assert find_site(lint.read_graph(ds)) is None
+    assert batched_gather(lint.read_graph(ds), ds) is None
 
 
 @pytest.mark.parametrize(

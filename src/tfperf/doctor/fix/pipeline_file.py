@@ -15,7 +15,6 @@ from tfperf.doctor.fix.runfile import write_run_file
 from tfperf.doctor.fix.trials import FixResult
 from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.rules import REWRITES, Rewrite
-from tfperf.doctor.rules.gather import GATHER, WINDOWS_EDIT
 from tfperf.util.files import write_text_atomic
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
@@ -130,8 +129,6 @@ def _edit(name: str, where: str, lines: list[str], start: int) -> str:
     assert text is not None  # _EDITS and _OTHER hold only rewrites with an edit
     if kind == "cache" and at is not None and "_dataset_from_directory(" in code[at]:
         text = _KERAS_CACHE  # Keras' loader batches and shuffles inside: cache its output
-    if name == GATHER.label and at is not None and "timeseries_dataset_from_array(" in code[at]:
-        text = WINDOWS_EDIT  # Keras' windows, not rows of from_tensor_slices
     if kind == "vectorize":
         text += _parse_hint(code, start)
     quoted = lines[at if at is not None else 0].strip()
@@ -163,7 +160,7 @@ _CALLS = {
     "reads": ("TFRecordDataset(", ".interleave("),
     "batch": (".batch(",),
     "shuffle": (".shuffle(",),
-    "gather": ("timeseries_dataset_from_array(", "from_tensor_slices("),
+    "gather": ("timeseries_dataset_from_array(",),
     "source": ("timeseries_dataset_from_array(", "from_tensor_slices(", "from_tensors("),
     "csv": ("make_csv_dataset(", "CsvDataset("),
 }

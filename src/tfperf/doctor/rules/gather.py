@@ -1,8 +1,8 @@
-"""The rule for examples cut one at a time from arrays in memory before their batch: the
-windows of `keras.utils.timeseries_dataset_from_array` (one gather map per window) and the
-rows of `from_tensor_slices` of arrays (each row sliced, then copied into its batch). One
-gather per batch cuts them all at once (rewrites/gather.py); the expected gain is the share
-of the measured cost of the stages up to the batch that per-example work takes.
+"""The rule for windows cut one at a time from arrays in memory before their batch: those of
+`keras.utils.timeseries_dataset_from_array` (a gather map per window, over a zip of the
+array repeated and each window's indices). One gather per batch cuts them all at once
+(rewrites/gather.py); the expected gain is the share of the measured cost of the pipeline
+up to the batch that per-window work takes.
 """
 
 from __future__ import annotations
@@ -22,15 +22,7 @@ WINDOWS_EDIT = (
     "tf.range(sequence_length)), tf.gather(targets, tf.gather(starts, i))), "
     "num_parallel_calls=tf.data.AUTOTUNE)"
 )
-_ROWS_EDIT = (
-    "batch the row numbers and gather each batch's rows at once instead of slicing row by "
-    "row: tf.data.Dataset.range(n).shuffle(n).batch(batch_size).map(lambda i: "
-    "tf.nest.map_structure(lambda a: tf.gather(a, i), arrays), "
-    "num_parallel_calls=tf.data.AUTOTUNE)"
-)
-# The code edit names the from_tensor_slices line; fix/pipeline_file.py gives a line that
-# calls timeseries_dataset_from_array the windows' edit (WINDOWS_EDIT).
-GATHER = Rewrite("gather per batch", _ROWS_EDIT, at="gather")
+GATHER = Rewrite("gather per batch", WINDOWS_EDIT, at="gather")
 # Share of the per-example stages' cost a gather per batch removes (the batch of example
 # numbers and its gathers remain; measured 13x on the Hands-On ML windows).
 REMOVED = 0.9
@@ -49,21 +41,11 @@ def rule_per_example_gather(ctx: Evidence) -> list[Finding]:
     wall = REMOVED * cost
     new_p = ctx.pipeline_without(wall)
     gain = ctx.speedup_pipeline(new_p, ctx.cpu_of(wall))
-    if site.windows:
-        title = "windows cut one at a time (a gather map per window)"
-        what = (
-            f"{len(site.columns)} array(s) held in the graph, each window gathered by its own "
-            "map call and batched after (keras.utils.timeseries_dataset_from_array's "
-            "structure)"
-        )
-        change = WINDOWS_EDIT
-    else:
-        title = "rows sliced one at a time from in-memory arrays"
-        what = (
-            f"from_tensor_slices of {len(site.columns)} array(s): each row sliced, then "
-            f"copied into its batch at {site.batch.label}"
-        )
-        change = _ROWS_EDIT
+    title = "windows cut one at a time (a gather map per window)"
+    what = (
+        f"{len(site.columns)} array(s) held in the graph, each window gathered by its own "
+        "map call and batched after (keras.utils.timeseries_dataset_from_array's structure)"
+    )
     return [
         Finding(
             "per_example_gather",
@@ -72,7 +54,7 @@ def rule_per_example_gather(ctx: Evidence) -> list[Finding]:
             f"{what}; the stages up to {site.batch.label} take {cost * 1e6:.1f} us per "
             f"example (~{min(1.0, cost * ctx.pipeline):.0%} of the pipeline's time; pipeline "
             f"{number(ctx.pipeline)} ex/s)",
-            change,
+            WINDOWS_EDIT,
             f"pipeline ~{number(new_p)} ex/s; training ~{gain:.1f}x faster",
             gain,
             "input",
