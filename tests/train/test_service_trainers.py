@@ -26,6 +26,13 @@ EPOCH_STEPS = N // (2 * BATCH)
 pytestmark = pytest.mark.slow  # a service of three processes and two trainer processes
 
 
+@pytest.fixture(scope="module")
+def address(tmp_path_factory: pytest.TempPathFactory):
+    """One service for the module's trainers (each test reads a job of its own name)."""
+    with service_cluster.service(tmp_path_factory.mktemp("service"), workers=2) as address:
+        yield address
+
+
 def _trainer(rf: Path, index: int, cluster: dict, ids: Path, *args: str) -> subprocess.Popen:
     tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
     env = {
@@ -102,7 +109,12 @@ def printed_ids():
 
 
 def _runfile(
-    tmp_path: Path, address: str, steps: int, model: str = "tinymodels:with_ids", **train
+    tmp_path: Path,
+    address: str,
+    steps: int,
+    model: str = "tinymodels:with_ids",
+    job_name: str = "two-trainers",
+    **train,
 ) -> Path:
     data = trainkit.write_data(tmp_path / "data", n=N, shards=SHARDS)
     rf = trainkit.write_runfile(tmp_path, data, model=model, max_steps=steps, **train)
@@ -112,30 +124,29 @@ def _runfile(
     doc["pipeline"]["service"] = {
         "address": address,
         "mode": "distributed_epoch",
-        "job_name": "two-trainers",
+        "job_name": job_name,
         "timeout": 120,
     }
     rf.write_text(yaml.safe_dump(doc))
     return rf
 
 
-def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path):
+def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path, address):
     # 3 epochs checked: one trainer may take a whole epoch (its client prefetches the next
     # job iteration while the other still trains on its buffered share of the last one).
     steps = 6 * EPOCH_STEPS
     ports = [trainkit.free_port(), trainkit.free_port()]
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     logs = [tmp_path / "ids-0.txt", tmp_path / "ids-1.txt"]
-    with service_cluster.service(tmp_path, workers=2) as address:
-        rf = _runfile(tmp_path, address, steps, steps_per_loop=1)
-        procs = [_trainer(rf, i, cluster, logs[i]) for i in range(2)]
-        try:
-            results = [_finish(p) for p in procs]
-        finally:
-            for p in procs:  # only the processes started here, by their own handles
-                if p.poll() is None:
-                    p.kill()
-                    p.communicate()
+    rf = _runfile(tmp_path, address, steps, steps_per_loop=1)
+    procs = [_trainer(rf, i, cluster, logs[i]) for i in range(2)]
+    try:
+        results = [_finish(p) for p in procs]
+    finally:
+        for p in procs:  # only the processes started here, by their own handles
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     (first, err), (second, _) = results
     assert [r["strategy"] for r, _ in results] == ["multi_worker", "multi_worker"]
     assert first["steps"] == second["steps"] == steps and first["global_batch"] == 2 * BATCH
@@ -156,7 +167,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", **extra}
 
 
-def test_parameter_server_workers_split_one_job(tmp_path):
+def test_parameter_server_workers_split_one_job(tmp_path, address):
     """A coordinator, a ps and 2 worker tasks (`tfperf cluster-server`): each worker task
     builds its dataset inside a function (the coordinator's per-worker dataset), both on
     one job of the service."""
@@ -169,6 +180,17 @@ def test_parameter_server_workers_split_one_job(tmp_path):
         cluster.setdefault(job, []).append(f"127.0.0.1:{trainkit.free_port()}")
     cfile = tmp_path / "cluster.yaml"
     cfile.write_text(yaml.safe_dump(cluster))
+    rf = _runfile(
+        tmp_path, address, steps, "psmodels:printed_ids", job_name="ps-workers", steps_per_loop=4
+    )
+    args = ["--set", "train.strategy=parameter_server", "--set", f"train.cluster={cfile}"]
+    cmd = [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress"]
+
+    def train(*more: str) -> subprocess.CompletedProcess:
+        env = _env(IDS_LOG=str(log))
+        run = [*cmd, "--json", *args, *more]
+        return subprocess.run(run, env=env, capture_output=True, text=True, timeout=400)
+
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "tfperf.cli.main", "cluster-server", "--job", job]
@@ -179,20 +201,10 @@ def test_parameter_server_workers_split_one_job(tmp_path):
         for job, i in jobs
     ]
     try:
-        with service_cluster.service(tmp_path, workers=2) as address:
-            rf = _runfile(tmp_path, address, steps, "psmodels:printed_ids", steps_per_loop=4)
-            args = ["--set", "train.strategy=parameter_server", "--set", f"train.cluster={cfile}"]
-            cmd = [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress"]
-
-            def train(*more: str) -> subprocess.CompletedProcess:
-                env = _env(IDS_LOG=str(log))
-                run = [*cmd, "--json", *args, *more]
-                return subprocess.run(run, env=env, capture_output=True, text=True, timeout=400)
-
-            # Without a job_name each worker task would read all the data (parameter_server
-            # gives each its own input context, 1 of 1): refused before connecting.
-            unnamed = train("--set", "pipeline.service.job_name=null")
-            proc = train()
+        # Without a job_name each worker task would read all the data (parameter_server
+        # gives each its own input context, 1 of 1): refused before connecting.
+        unnamed = train("--set", "pipeline.service.job_name=null")
+        proc = train()
     finally:
         for s in servers:  # only the processes started here, by their own handles
             s.kill()
@@ -223,6 +235,8 @@ def test_multi_worker_without_job_name_is_refused_before_connecting(tmp_path):
     cluster = {"worker": [f"127.0.0.1:{trainkit.free_port()}" for _ in range(2)]}
     rf = _runfile(tmp_path, f"127.0.0.1:{service_cluster.free_port()}", 8)
     tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    # A process of its own: `tfperf train` binds its server (TF_CONFIG names it) by
+    # re-executing itself before TensorFlow is imported.
     proc = trainkit.tfperf(
         "train",
         str(rf),
