@@ -71,6 +71,7 @@ def test_unshuffled_make_csv_dataset_gives_the_same_batches_in_order(tmp_path, k
     assert after.kind == "map" and "DecodeCSV" in after.fn_ops and after.parallel
     assert not any("CSVDataset" in op for s in stages for op in s.fn_ops | {s.op})
     assert out.element_spec == ds.element_spec
+    assert out.doctor_note.startswith("the lines of 1 file(s) decoded per batch: one decode_csv")
     _same_batches(ds, out)
 
 

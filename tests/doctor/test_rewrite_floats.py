@@ -38,6 +38,11 @@ def test_a_float64_table_is_computed_in_float32_from_its_source_on():
     assert [s.dtype for s in tf.nest.flatten(out.element_spec)] == [tf.float32, tf.float32]
     # The map's constants (5.0, 2.0, 0.5) and ops were retyped with it: it runs.
     assert out.doctor_check() is True
+    # The arrays and the map's three scalars (5.0, 2.0, 0.5).
+    cast = x.size + y.size + 3
+    assert (
+        out.doctor_note == f"float32 from the source on: {cast:,} float64 constant values cast once"
+    )
     first = next(iter(out))
     assert first[0].dtype == tf.float32 and first[0].shape == (64, 8)
 

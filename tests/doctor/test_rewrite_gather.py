@@ -212,3 +212,12 @@ def test_a_constant_or_counter_repeated_for_a_zip_is_no_epoch(evidence):
     ):
         ds = tf.data.Dataset.zip((repeated, data)).shuffle(8).batch(4)
         assert rule_repeat_before_shuffle(evidence(ds)) == []
+
+
+def test_the_trial_note_says_how_the_windows_were_cut():
+    ds = _windows(shuffle=False, sequence_stride=3, sampling_rate=2)
+    out = batched_gather(lint.read_graph(ds), ds)
+    n = sum(int(b[0].shape[0]) for b in ds)
+    assert out.doctor_note == (
+        f"{n:,} examples cut by one gather per batch: windows of 12 rows, step 2, one row each"
+    ), out.doctor_note

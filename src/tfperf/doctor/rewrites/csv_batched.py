@@ -289,6 +289,11 @@ def batched_csv(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Datase
     old = splice.node_dataset(splice.unshuffled(graph.graph_def), found.batch.name)
     new = splice.node_dataset(splice.unshuffled(g), decode.name)
     out.doctor_check = (old, new)
+    files = f"{len(found.files)} file(s)" if found.files else "the files"
+    out.doctor_note = (
+        f"the lines of {files} decoded per batch: one decode_csv of {len(found.defaults)} "
+        "columns" + (", every line checked (ignore_errors)" if found.ignore_errors else "")
+    )
     return out
 
 

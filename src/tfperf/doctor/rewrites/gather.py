@@ -318,4 +318,16 @@ def batched_gather(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dat
     old = splice.node_dataset(splice.unshuffled(graph.graph_def), site.batch.name)
     new = splice.node_dataset(splice.unshuffled(g), cut.name)
     out.doctor_check = (old, new)
+    out.doctor_note = f"{n:,} examples cut by one gather per batch: " + ", ".join(
+        _described(i) for i in indexes
+    )
     return out
+
+
+def _described(index: _Index) -> str:
+    """How one array is cut, for the trial's note: what really applied."""
+    if index.kind == "window":
+        return f"windows of {index.length} rows, step {index.step}"
+    if index.kind == "matrix":
+        return "windows at their own indices"
+    return "one row each"
