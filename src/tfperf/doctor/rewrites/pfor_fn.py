@@ -333,11 +333,32 @@ _WHY = {
 }
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from, outermost first: pfor's own error on a
+    function loaded from a graph lies under TensorFlow's failure to format its traceback
+    ("TypeError: 'NoneType' object is not iterable")."""
+    out: list[BaseException] = []
+    at: BaseException | None = exc
+    while at is not None and at not in out and len(out) < 16:
+        out.append(at)
+        at = at.__cause__ or at.__context__
+    return out
+
+
 def _pfor_refusal(exc: Exception) -> Refused:
-    found = re.search(r"No pfor vectorization defined for (\w+)", str(exc))
-    if found:
-        return Refused(_reason(found.group(1)), found.group(1) in PER_ELEMENT_OPS)
-    if "SerializeSparse" in str(exc):
-        return Refused(_reason("SerializeSparse"))
+    for e in _chain(exc):
+        found = re.search(r"No pfor vectorization defined for (\w+)", str(e))
+        if found:
+            return Refused(_reason(found.group(1)), found.group(1) in PER_ELEMENT_OPS)
+        if "SerializeSparse" in str(e):
+            return Refused(_reason("SerializeSparse"))
+        varies = re.search(r"Input \"(\w+)\" of op '(\w+)' expected to be loop invariant", str(e))
+        if varies:
+            arg, op = varies.groups()
+            return Refused(
+                f"the vectorizer failed on {op}: its {arg} differs per example (e.g. a crop of "
+                "a size drawn per example), and TensorFlow's vectorizer (pfor) needs one for "
+                "the whole batch"
+            )
     first = (str(exc).splitlines() or [""])[0][:160]
     return Refused(f"TensorFlow's vectorizer (pfor) failed on it: {type(exc).__name__}: {first}")
