@@ -1,13 +1,12 @@
-"""`tfperf bench` run for real in a subprocess on tiny shards: the documented JSON fields
-and sane values, the table, --compare original, and clear errors."""
+"""`tfperf bench` on tiny shards, through its command line in this process (the real
+process's stdout: tests/cli/test_stdout_reports.py): the documented JSON fields and sane
+values, the table, --compare original, and clear errors."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,8 @@ from tfperf.config import config_from_dict
 from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
 from tfperf.data.schema import Feature, Schema
 from tfperf.workloads import get_workload
+
+from helpers import trainkit
 
 BATCH = 32
 MEASUREMENT_KEYS = set(
@@ -71,14 +72,10 @@ def plain_run(tmp_path) -> Path:
 
 
 def tfperf(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = os.environ | {"TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "120"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "tfperf.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """`tfperf ARGS...` in this process, 120 columns wide."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "120")
+        proc = trainkit.tfperf_here(*args, check=False)
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
