@@ -104,13 +104,15 @@ CASES: dict[str, dict[str, Any]] = {
 QUICK = ("regression steps_per_loop=1", "user tabular (embeddings)")
 
 
-def run_case(name: str, doc: dict[str, Any], folder: Path, budget: float) -> dict[str, Any]:
+def run_case(
+    name: str, doc: dict[str, Any], folder: Path, budget: float, allow: str | None
+) -> dict[str, Any]:
     """One `tfperf doctor --fix --json` process on the case's run file."""
     runfile = folder / f"case{list(CASES).index(name)}.yaml"
     doc = {**doc, "train": {**doc.get("train", {}), "out_dir": str(folder / "out" / runfile.stem)}}
     runfile.write_text(yaml.safe_dump(doc))
     cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(runfile), "--fix"]
-    cmd += ["--budget", str(budget), "--json"]
+    cmd += ["--budget", str(budget), "--json"] + (["--allow", allow] if allow else [])
     t0 = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=folder)
     wall = time.monotonic() - t0
@@ -127,7 +129,10 @@ def rows_of(name: str, res: dict[str, Any], budget: float) -> tuple[list[str], l
     compute = [f["code"] for f in diag["findings"] if f["kind"] == "compute"]
     before, after = fix.get("before_examples_per_s", 0.0), fix.get("after_examples_per_s", 0.0)
     check = fix.get("check") or {}
-    ratio = f"{check['ratio']:.2f}x" if check.get("ratio") else "1.00x (nothing kept)"
+    kept = list(fix.get("run_file_changes") or {}) + list(fix.get("pipeline_changes") or [])
+    ratio = f"{fix['speedup']:.2f}x" if kept else "1.00x (nothing kept)"
+    if kept and check.get("low") is not None:
+        ratio += f" (paired {check['low']:.2f}-{check['high']:.2f})"
     over = res["wall"] / budget
     summary = [
         name,
@@ -142,7 +147,7 @@ def rows_of(name: str, res: dict[str, Any], budget: float) -> tuple[list[str], l
     for t in fix.get("trials", []):
         predicted = f"~{t['predicted']:.2f}x" if t.get("predicted") else "-"
         measured = f"{t['ratio']:.2f}x" if t.get("ratio") else "-"
-        trials.append([name, t["change"], predicted, measured, "yes" if t["kept"] else "no"])
+        trials.append([name, t["name"], predicted, measured, "yes" if t["kept"] else "no"])
     for line in fix.get("withheld", []):
         trials.append([name, line.split(":", 1)[0] + " (withheld)", "-", "-", "no"])
     return summary, trials
@@ -153,6 +158,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, budget 60 s")
     p.add_argument("--cases", default=None, help="comma-separated case names")
     p.add_argument("--budget", type=float, default=None, help="seconds per --fix")
+    p.add_argument("--allow", default=None, help="passed to --allow (e.g. precision,batch)")
     args = p.parse_args()
     budget = args.budget or (QUICK_BUDGET if args.quick else BUDGET)
     chosen = args.cases.split(",") if args.cases else list(QUICK if args.quick else CASES)
@@ -161,12 +167,13 @@ def main() -> None:
     summaries, trials = [], []
     for name in chosen:
         say(f"{name}: tfperf doctor --fix --budget {budget:.0f}")
-        s, t = rows_of(name, run_case(name, CASES[name], folder, budget), budget)
+        s, t = rows_of(name, run_case(name, CASES[name], folder, budget, args.allow), budget)
         summaries.append(s)
         trials += t
     print("## doctor --fix where the model sets the pace (bench_doctor_compute.py)\n")
     print(machine())
     cmd = "python benchmarks/bench_doctor_compute.py" + (" --quick" if args.quick else "")
+    cmd += f" --budget {budget:.0f}" + (f" --allow {args.allow}" if args.allow else "")
     print(f"\n`{cmd}` (each case one `tfperf doctor RUNFILE --fix --budget {budget:.0f}`)\n")
     head = ["case", "verdict", "compute findings", "before ex/s", "after ex/s", "--fix", "wall"]
     print(table(head, summaries))

@@ -79,4 +79,7 @@ def test_every_run_file_candidate_of_a_rule_is_its_rewrite():
     diag = SimpleNamespace(findings=found, batch_size=32)
     labels = [name for name, _ in run_file_candidates(cfg, diag)]
     assert "batched parse" in labels and "XLA" in labels, labels
+    assert [n for n in labels if n not in REWRITES] == []  # precision: only when allowed
+    cfg.doctor.allow = ["precision"]
+    labels = [name for name, _ in run_file_candidates(cfg, diag)]
     assert [n for n in labels if n not in REWRITES] == ["precision mixed_float16"]

@@ -74,7 +74,7 @@ def what_if_probes(
             # The same compiled step, called as the run calls it: each call pays the
             # dispatch and the host round trip once.
             name = f"{STEPS_VARIANT}{spc}"
-            variant(name, lambda: compute_probe(name, target, train_ds, d, limit, spc))
+            variant(name, lambda: compute_probe(name, target, train_ds, d, limit, spc, True))
     # Compute-side what-ifs only matter when the input is not the clear limit.
     if compute_variants and "precision" in d.what_ifs and verdict != "highly input-bound":
         for policy in supported_policies():
@@ -111,7 +111,7 @@ def what_if_probes(
             n = max(1, cores // 2)
             name = f"{THREADS_VARIANT}{n}"
             few = with_input_threads(train_ds, n)
-            variant(name, lambda: train_probe(name, target, few, d, limit))
+            variant(name, lambda: train_probe(name, target, few, d, limit, give_up=True))
             out.insert(0, train_probe(PAIRED_TRAINING, target, train_ds, d, limit))
     if target is not None and any(p.name.startswith(COMPUTE_VARIANTS) for p in out):
         # Interleaved with them, the reference each compute what-if is judged against.
@@ -140,7 +140,7 @@ def _compute_at(
     limit: float | None = None,
 ) -> Probe:
     target = build_target(cfg, ds.element_spec, batch, precision=precision, sample=first_of(ds))
-    return compute_probe(name, target, ds, cfg.doctor, limit)
+    return compute_probe(name, target, ds, cfg.doctor, limit, give_up=True)
 
 
 class IgnoresBatchSize(Exception):
@@ -162,7 +162,7 @@ def _training_at(name: str, cfg: RunConfig, batch: int, limit: float | None = No
         )
     ds = repeat_if_finite(ds)
     target = build_target(big, ds.element_spec, batch, sample=first_of(ds))
-    return train_probe(name, target, ds, cfg.doctor, limit)
+    return train_probe(name, target, ds, cfg.doctor, limit, give_up=True)
 
 
 def real_batch(ds: tf.data.Dataset) -> int:

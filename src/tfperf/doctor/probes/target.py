@@ -143,10 +143,11 @@ def train_probe(
     d: DoctorConfig,
     time_limit: float | None = None,
     steps_per_call: int | None = None,
+    give_up: bool = False,
 ) -> Probe:
     """The real train step fed by `ds`: examples/s and the time it waited for input
     (`time_limit`: seconds per repeat; `steps_per_call`: steps per compiled call, default
-    doctor.steps)."""
+    doctor.steps; `give_up`: a what-if whose one step exceeds the limit raises TooSlow)."""
     return training_probe(
         name,
         target.run_steps,
@@ -156,6 +157,7 @@ def train_probe(
         examples_per_step=target.batch,
         min_seconds=d.min_seconds,
         time_limit=time_limit,
+        give_up=give_up,
     )
 
 
@@ -166,9 +168,10 @@ def compute_probe(
     d: DoctorConfig,
     time_limit: float | None = None,
     steps_per_call: int | None = None,
+    give_up: bool = False,
 ) -> Probe:
     """The compute limit: the same train step fed the first batch of `ds` from memory."""
-    return train_probe(name, target, cached_batch(ds), d, time_limit, steps_per_call)
+    return train_probe(name, target, cached_batch(ds), d, time_limit, steps_per_call, give_up)
 
 
 def fixed_steps_per_call(cfg: RunConfig) -> int | None:

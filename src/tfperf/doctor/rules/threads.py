@@ -11,7 +11,13 @@ from tfperf.doctor.rules.registry import Rewrite, rule
 from tfperf.util.format import number, plural
 
 THREADS_GAIN = 1.05  # training with fewer input threads must be this much faster
-INPUT_THREADS = Rewrite("input threads")  # the run file's pipeline.threads (or with_options)
+# The run file's pipeline.threads, or with_options on the user's dataset (the edit).
+INPUT_THREADS = Rewrite(
+    "input threads",
+    "run the pipeline on its own threads: options = tf.data.Options(); "
+    "options.threading.private_threadpool_size = N (half the cores, as timed); "
+    "options.threading.max_intra_op_parallelism = 1; ds = ds.with_options(options)",
+)
 
 
 def threads_variant(variants: dict[str, float]) -> tuple[str, int] | None:
