@@ -1,14 +1,18 @@
 """Shared test fixtures: quiet TensorFlow, tests/ on the subprocesses' PYTHONPATH (for
 `helpers`), the `tfperf` command run in-process (`cli`) or as a real subprocess
-(`tfperf_exe`), and small real filesystems that fill up (`tmpfs`). Tests use tiny data in
-tmp_path."""
+(`tfperf_exe`), small real filesystems that fill up (`tmpfs`) and one real tf.data service
+for the session (`shared_data_service`); the order and grouping of files for xdist. Tests
+use tiny data in tmp_path."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +78,41 @@ def tmpfs(tmp_path):
         # Lazy: a child process that is still closing its files would keep a plain umount
         # busy and leave the mount behind (pytest then cannot remove tmp_path).
         subprocess.run(["umount", "--lazy", str(where)], check=False)
+
+
+@pytest.fixture(scope="session")
+def shared_data_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """grpc://127.0.0.1:PORT of one `tfperf data-service local --workers 2` (a dispatcher and
+    2 worker processes) for the tests that only read from a tf.data service, each a job of its
+    own (anonymous, or a job_name no other test uses); tests that fault a service start their
+    own. The files that use it run in one xdist worker (see pytest_xdist_make_scheduler), so
+    it starts once."""
+    from helpers import service_cluster
+
+    with service_cluster.service(tmp_path_factory.mktemp("shared_service"), workers=2) as address:
+        yield address
+
+
+@functools.cache
+def _uses_shared_service(file: str) -> bool:
+    path = Path(__file__).resolve().parents[1] / file
+    return path.suffix == ".py" and "shared_data_service" in path.read_text()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, except that the files using `shared_data_service` are one unit, sent
+    to one worker (one service for all of them, not one per worker)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndSharedService(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return "shared_data_service" if _uses_shared_service(file) else file
+
+    return FilesAndSharedService(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,9 +1,9 @@
-"""inputs/service.py through make_input_dataset, against a real tf.data service (a dispatcher
-and 2 workers, separate processes on 127.0.0.1): distributed_epoch yields each example id
-exactly once per epoch (file splits), parallel_epochs once per worker, evaluation once;
-prefixes stay local; an unreachable dispatcher is an error within pipeline.service.timeout;
-several trainer processes without a job_name, and remote: preprocess for a user's function,
-are named errors."""
+"""inputs/service.py through make_input_dataset, against a real tf.data service (the
+session's: a dispatcher and 2 workers, separate processes on 127.0.0.1): distributed_epoch
+yields each example id exactly once per epoch (file splits), parallel_epochs once per
+worker, evaluation once; prefixes stay local; an unreachable dispatcher is an error within
+pipeline.service.timeout; several trainer processes without a job_name, and remote:
+preprocess for a user's function, are named errors."""
 
 from __future__ import annotations
 
@@ -22,10 +22,9 @@ from helpers import service_cluster, trainkit
 N = 240  # 8 shards of 30 records: with batches of 10 no worker drops a remainder
 
 
-@pytest.fixture(scope="module")
-def address(tmp_path_factory):
-    with service_cluster.service(tmp_path_factory.mktemp("service"), workers=2) as addr:
-        yield addr
+@pytest.fixture
+def address(shared_data_service: str) -> str:
+    return shared_data_service  # each test reads a job of its own
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """Several trainer processes on one tf.data service job (issue 11): two real `tfperf train`
-processes under multi_worker (TF_CONFIG, 127.0.0.1) read a dispatcher and 2 workers
-(`tfperf data-service local`) in distributed_epoch with one job_name. Both finish at a sane
-loss, and the ids each trained on (logged per step by the with_ids model) split every epoch
-between them: each example once per epoch across the two, none left out (the local
+processes under multi_worker (TF_CONFIG, 127.0.0.1) read a dispatcher and 2 workers (`tfperf
+data-service local`, the session's) in distributed_epoch with one job_name. Both finish at a
+sane loss, and the ids each trained on (logged per step by the with_ids model) split every
+epoch between them: each example once per epoch across the two, none left out (the local
 input-context sharding would have left half of the files unread on top of the service's
 split)."""
 
@@ -26,11 +26,10 @@ EPOCH_STEPS = N // (2 * BATCH)
 pytestmark = pytest.mark.slow  # a service of three processes and two trainer processes
 
 
-@pytest.fixture(scope="module")
-def address(tmp_path_factory: pytest.TempPathFactory):
-    """One service for the module's trainers (each test reads a job of its own name)."""
-    with service_cluster.service(tmp_path_factory.mktemp("service"), workers=2) as address:
-        yield address
+@pytest.fixture
+def address(shared_data_service: str) -> str:
+    """The session's service (each test reads a job of its own name)."""
+    return shared_data_service
 
 
 def _trainer(rf: Path, index: int, cluster: dict, ids: Path, *args: str) -> subprocess.Popen:
