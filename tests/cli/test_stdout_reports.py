@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from helpers.clikit import TFPERF, run_tfperf, tiny_dataset
+from helpers.trainkit import tfperf_here
 
 MODEL = """
 import keras
@@ -57,7 +58,7 @@ def test_bench_table_on_stdout_unwrapped(tmp_path, cli):
     assert "examples/s" in res.stdout and "examples/s" not in res.stderr
 
 
-def test_profile_report_on_stdout_unwrapped(tmp_path):
+def test_profile_report_on_stdout_unwrapped(tmp_path, cli):
     folder = deep_folder(tmp_path)
     tiny_dataset(folder / "data")
     (folder / "tiny_model.py").write_text(MODEL)
@@ -67,8 +68,8 @@ def test_profile_report_on_stdout_unwrapped(tmp_path):
         model={"name": "tiny_model:make_model", "loss": "mse"},
         train={"out_dir": str(folder / "run"), "precision": "float32"},
     )
-    res = run_tfperf("profile", run, "--steps", "2:3", "--out", folder / "prof")
-    assert res.returncode == 0, res.stderr
+    res = cli("profile", run, "--steps", "2:3", "--out", folder / "prof")
+    assert res.exit_code == 0, res.stderr
     assert whole_on_a_line(res.stdout, str(folder / "prof" / "timeline.json")), res.stdout
     assert "profiled steps 2-3" in res.stdout and "profiled steps" not in res.stderr
 
@@ -141,8 +142,8 @@ def test_json_stays_whole_when_the_users_code_prints(tmp_path):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A real `tfperf train` with stdout and stderr apart, one step per call, in a folder
-    whose paths are longer than 100 columns: (the checkpoint folder, the process)."""
+    """`tfperf train` (in this process) with stdout and stderr apart, one step per call, in a
+    folder whose paths are longer than 100 columns: (the checkpoint folder, its output)."""
     folder = deep_folder(tmp_path_factory.mktemp("train"))
     tiny_dataset(folder / "data")
     (folder / "tiny_model.py").write_text(MODEL)
@@ -158,8 +159,9 @@ def trained(tmp_path_factory):
             "monitor_system": False,
         },
     )
-    res = run_tfperf("train", run, env={"COLUMNS": ""})  # set but empty: the default width
-    assert res.returncode == 0, res.stderr
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "")  # set but empty: the default width
+        res = tfperf_here("train", run)
     return folder / "run" / "checkpoints", res
 
 
