@@ -115,6 +115,11 @@ def training_after(
     return after.training() * overlap
 
 
+# Findings whose change the cost model has no term for (how the step is called, who gets
+# the cores, how many devices): a trial of theirs predicts their own measured gain.
+OUTSIDE_COST_MODEL = frozenset({"steps_per_call", "input_threads", "idle_devices"})
+
+
 def predict(trials: list[FixTrial], diag: Diagnosis) -> float | None:
     """Sets each trial's predicted gain over the best pipeline so far (the cost model with
     the findings of the changes kept before it, with and without its own), and returns the
@@ -132,6 +137,8 @@ def predict(trials: list[FixTrial], diag: Diagnosis) -> float | None:
         with_t = None if moved is None or kept_moved is None else kept_moved | moved
         before = training_after(diag, kept, kept_moved)
         after = training_after(diag, kept | codes, with_t)
+        if set(t.findings) <= OUTSIDE_COST_MODEL:  # their own measured gain says it
+            before = after = None
         if before and after:
             t.predicted = round(after / before, 3)
         else:  # no measured costs: the findings' own expectation over the original
