@@ -3,7 +3,8 @@ folder (and the evaluator its .best.tmp-PID): the next `train` (holding train.ou
 `evaluate --watch` (only when no live process holds it) removes ours and nothing else. A
 full disk is one error naming the path and the free space, exit 2, nothing partial left.
 The watcher beside a live trainer runs as its own process (this process plays the trainer
-and a live evaluator); the rest through the command line in this process. The full disk is
+and a live evaluator); the rest, the watcher once that trainer is gone included, through the
+command line in this process. The full disk is
 a real tmpfs (skipped where mounting is not permitted)."""
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_watch_leaves_checkpoint_temps_to_a_live_trainer(tmp_path):
         # The evaluator's own dead temporaries go; the trainer's folder is left alone.
         gone = {n for n, p in made.items() if not p.exists()}
         assert gone == {"best_temp", "best_old"}
-    trainkit.tfperf(*args)  # nobody holds it now: TF's temporaries are stale too
+    trainkit.tfperf_here(*args)  # nobody holds it now: TF's temporaries are stale too
     assert {n for n, p in made.items() if p.exists()} == KEPT
 
 
