@@ -4,6 +4,8 @@ written (rich markup is escaped)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from tfperf.cli.main import COMMANDS
@@ -55,7 +57,9 @@ SENTENCES = [
 ]
 
 
+@functools.cache
 def help_text(*command: str) -> str:
+    """`tfperf COMMAND --help` of a real process, 200 columns wide (each command's once)."""
     res = run_tfperf(*command, "--help", env={"COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
     return res.stdout

@@ -4,6 +4,7 @@ command's stderr by default and come back with the global --verbose option."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -21,8 +22,10 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
 
 
+@functools.cache
 def startup_lines() -> list[str]:
-    """What importing TensorFlow prints on this machine with every C++ log shown."""
+    """What importing TensorFlow prints on this machine with every C++ log shown (one
+    process, asked once)."""
     code = "import tensorflow as tf; tf.constant(1) + 1"
     res = subprocess.run(
         [sys.executable, "-c", code], env=user_env(), capture_output=True, text=True, timeout=120
