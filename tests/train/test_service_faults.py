@@ -3,8 +3,9 @@ free ports): a worker killed with kill -9 mid-epoch and brought back at its addr
 supervisor would: TensorFlow keeps a dead worker's tasks, so its clients wait for that
 address) - distributed_epoch reports the examples the epoch lost, checked against the ids
 the model trained on, parallel_epochs loses none; a worker added mid-run is read from by
-the trainer; the dispatcher restarted with --work-dir is a logged pause; a killed trainer
-resumes from its checkpoint."""
+the trainer; the dispatcher restarted with --work-dir is a logged pause after which the job
+goes on where it was (every epoch's ids once; a second dispatcher on its journal is refused);
+a killed trainer resumes from its checkpoint."""
 
 from __future__ import annotations
 
@@ -201,6 +202,11 @@ def test_dispatcher_restart_is_a_logged_pause(tmp_path):
     held.touch()  # slow steps until the dispatcher is back, then full speed
     with servicekit.processes() as procs:
         dispatcher = servicekit.start(procs, tmp_path, *args)
+        # One journal, one dispatcher: a second one on the same --work-dir is refused.
+        res = servicekit.run_tfperf(
+            "data-service", "dispatcher", "--port", servicekit.free_port(), "--work-dir", work_dir
+        )
+        assert res.returncode == 2 and "--work-dir" in res.stderr and "in use by" in res.stderr
         for _ in range(2):
             _worker(procs, tmp_path, dispatcher, 0)
         address = dispatcher.address
@@ -208,33 +214,41 @@ def test_dispatcher_restart_is_a_logged_pause(tmp_path):
         _wait_steps(log, EPOCH_STEPS // 2, train)
         assert servicekit.stop(dispatcher) == 0, dispatcher.err()
         time.sleep(3)
-        servicekit.start(procs, tmp_path, *args)
+        again = servicekit.start(procs, tmp_path, *args)
+        assert again.address == dispatcher.address
         held.unlink()
         result, err = _finish(train)
 
     assert result["steps"] == steps
-    pauses = result["service"]["pauses"]
-    assert pauses and max(p["seconds"] for p in pauses) >= 3, result["service"]
+    svc = result["service"]
+    pauses = svc["pauses"]
+    assert pauses and max(p["seconds"] for p in pauses) >= 3, svc
     line = next(x for x in err.splitlines() if x.startswith("input paused"))
     assert f"service at {dispatcher.address}" in line
+    # The job went on where it was: the epoch cut by the restart holds every id once (a job
+    # started over would have served some twice), and so does every epoch after it.
+    assert svc["lost"] == 0 and svc["epochs"], svc
+    stream = [i for batch in _trained_ids(log) for i in batch]
+    for e in range(steps // EPOCH_STEPS):
+        epoch = stream[e * N : (e + 1) * N]
+        assert sorted(epoch) == list(range(1, N + 1)), f"epoch {e}: {len(set(epoch))} ids"
 
 
-def test_a_killed_trainer_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+def test_a_killed_trainer_resumes_from_its_checkpoint(tmp_path, monkeypatch, shared_data_service):
+    # The service is the session's: only the trainer is faulted here.
     log = tmp_path / "ids.txt"
     steps = 2 * EPOCH_STEPS
-    with servicekit.processes() as procs:
-        dispatcher = servicekit.start(procs, tmp_path, "dispatcher", "--port", 0)
-        for _ in range(2):
-            _worker(procs, tmp_path, dispatcher, 0)
-        rf, args, train = _train(tmp_path, steps, "distributed_epoch", dispatcher.address, log)
+    rf, args, train = _train(tmp_path, steps, "distributed_epoch", shared_data_service, log)
+    try:
         _wait_steps(log, 40, train)  # past the checkpoint at step 32
-        train.send_signal(signal.SIGKILL)
-        train.wait(timeout=60)
-        # The restart runs in this process (nothing left to act on: the kill was the point).
-        monkeypatch.setenv("IDS_LOG", str(log))
-        monkeypatch.setenv("IDS_PAUSE", "0")
-        again = trainkit.tfperf_here("train", rf, "--no-progress", *args)
-        result, err = json.loads(again.stdout), again.stderr
+    finally:
+        train.send_signal(signal.SIGKILL)  # the process this test started
+        train.communicate(timeout=60)
+    # The restart runs in this process (nothing left to act on: the kill was the point).
+    monkeypatch.setenv("IDS_LOG", str(log))
+    monkeypatch.setenv("IDS_PAUSE", "0")
+    again = trainkit.tfperf_here("train", rf, "--no-progress", *args)
+    result, err = json.loads(again.stdout), again.stderr
 
     assert result["start_step"] >= 32 and result["steps"] == steps, result
     assert result["restored_from"] and "not its input position" in err
