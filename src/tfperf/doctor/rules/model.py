@@ -50,7 +50,8 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
             f"{what} at batch {batch}: {number(now)} ex/s; at batch {bigger}: {number(big)} ex/s "
             f"({ratio:.1f}x): per-step costs (dispatch, dequeue) dominate",
             f"use a larger batch (pipeline.batch_size: {bigger}) and scale the learning rate "
-            "with it",
+            "with it (the linear scaling rule: the same factor, after a few epochs of warm-up); "
+            "it changes the results",
             f"training ~{gain:.1f}x faster",
             gain,
             "compute",
