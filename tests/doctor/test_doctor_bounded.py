@@ -28,6 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
 RAM_MB = 16  # the RAM budget of these run files: far below what the pipelines would hold
 SLOW = {"steps": 12, "repeats": 3}  # the slow pipeline's probes: far more than the budgets
+BUDGET = 10  # seconds: the slow pipeline's --budget (unbounded, its probes take ~45 s)
 
 PIPELINES = '''"""User pipelines for test_doctor_bounded.py."""
 
@@ -180,14 +181,14 @@ def test_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
     # ~45 s and --fix's trials minutes.
     run = write_run(tmp_path, "slow", "vector_model", doctor=SLOW)
     start = time.monotonic()
-    res = cli("doctor", run, "--json", "--budget", "20")  # in this process: TF is loaded
+    res = cli("doctor", run, "--json", "--budget", str(BUDGET))  # in this process: TF is loaded
     took = time.monotonic() - start
     assert res.exit_code == 0, res.output[-3000:]
     diag = json.loads(res.stdout)["diagnosis"]
-    print(f"doctor --budget 20: {took:.0f} s")
+    print(f"doctor --budget {BUDGET}: {took:.0f} s")
     # The budget covers the measuring; the warm-ups of the three required probes come on
     # top (generous for a loaded 2-core machine).
-    assert took < 20 + 35, took
+    assert took < BUDGET + 35, took
     assert diag["training"]["examples_per_s"] > 0
     not_measured = [s for s in diag["stages"] if s.get("error")] + [
         n for n in diag["notes"] if "time budget" in n
@@ -198,15 +199,15 @@ def test_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
 def test_fix_on_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
     run = write_run(tmp_path, "slow", "vector_model", doctor=SLOW)
     start = time.monotonic()
-    res = cli("doctor", run, "--fix", "--json", "--budget", "20")
+    res = cli("doctor", run, "--fix", "--json", "--budget", str(BUDGET))
     took = time.monotonic() - start
     assert res.exit_code == 0, res.output[-3000:]
     fix = json.loads(res.stdout)["fix"]
-    print(f"doctor --fix --budget 20: {took:.0f} s; trials:")
+    print(f"doctor --fix --budget {BUDGET}: {took:.0f} s; trials:")
     for t in fix["trials"]:
         print(f"  {t['name']}: {t['reason']} (predicted {t['predicted']}, measured {t['ratio']})")
     # Each trial's warm-ups and the final check's come on top of the measuring budget.
-    assert took < 20 + 65, took
+    assert took < BUDGET + 65, took
     assert fix["trials"] and fix["speedup"] >= 1.0
 
 
