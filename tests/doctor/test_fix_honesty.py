@@ -96,8 +96,12 @@ def test_each_trial_shows_the_rate_its_ratio_is_measured_against():
     trials: list[FixTrial] = []
 
     def build():
-        current = pipeline_probe("best so far", slow.repeat(), batches=20, warmup=2)
-        return fast, current, pipeline_probe("fast", fast.repeat(), batches=20, warmup=2)
+        # Repeats of at least 0.3 s: a loaded host's stalls average out over a pair.
+        current = pipeline_probe(
+            "best so far", slow.repeat(), batches=20, warmup=2, min_seconds=0.3
+        )
+        candidate = pipeline_probe("fast", fast.repeat(), batches=20, warmup=2, min_seconds=0.3)
+        return fast, current, candidate
 
     kept = run_trial("fast", "fast", build, SimpleNamespace(repeats=3), lambda _: None, trials)
     (t,) = trials
