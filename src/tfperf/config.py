@@ -222,7 +222,7 @@ class DoctorConfig(_Section):
     )
     what_ifs: list[Literal["precision", "batch", "xla", "steps", "threads"]] = Field(
         ["precision", "batch", "xla", "steps", "threads"],
-        description="compute what-ifs to time: other precision policies, 4x the batch, the "
+        description="compute what-ifs to time: other precision policies, 2x and 4x the batch, the "
         "train step compiled with XLA (train.jit_compile: true), the run's own steps per call "
         "(a fixed train.steps_per_loop) against doctor.steps per call, the input on half the "
         "cores where the model trains on the same CPU (pipeline.threads)",

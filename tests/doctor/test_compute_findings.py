@@ -182,3 +182,18 @@ def test_no_trial_of_a_change_already_in_effect():
     assert ("non-deterministic order", {"pipeline.deterministic": False}) in run_file_candidates(
         cfg, diag
     )
+
+
+def test_the_batch_what_if_names_the_faster_of_2x_and_4x(evidence):
+    rates = {"pipeline": 90000.0, "compute": 1000.0, "training": 990.0}
+    variants = {"compute at batch=16": 1900.0, "compute at batch=32": 1700.0}
+    (f,) = [
+        f
+        for f in run_rules(evidence(_dataset(), **rates, variants=variants))
+        if f.code == "small_batch"
+    ]
+    assert "at batch 16: 1,900 ex/s (1.9x); at batch 32: 1,700 ex/s" in f.evidence, f.evidence
+    assert "pipeline.batch_size: 16" in f.change and "linear scaling rule" in f.change
+    cfg = config_from_dict({"workload": "regression", "doctor": {"allow": ["batch"]}})
+    diag = SimpleNamespace(findings=[f], batch_size=8, variants=variants)
+    assert ("larger batch", {"pipeline.batch_size": 16}) in run_file_candidates(cfg, diag)

@@ -86,15 +86,15 @@ def what_if_probes(
                 variant(name, partial(_compute_at, name, cfg, train_ds, batch, policy, limit))
     if compute_variants and "batch" in d.what_ifs:
         # A larger batch pays per-step costs (dispatch, dequeue) once for more examples:
-        # the run file's own pipeline rebuilt at 4x the batch, trained for real.
-        big = batch * 4
-        if own_pipeline:
-            name = f"training at batch={big}"
-            variant(name, lambda: _training_at(name, cfg, big, limit))
-        else:
-            name = f"compute at batch={big}"
-            rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
-            variant(name, lambda: _compute_at(name, cfg, rebatched, big, None, limit))
+        # the run file's own pipeline rebuilt at 2x and 4x the batch, trained for real.
+        for big in (batch * 2, batch * 4):
+            if own_pipeline:
+                name = f"training at batch={big}"
+                variant(name, partial(_training_at, name, cfg, big, limit))
+            else:
+                name = f"compute at batch={big}"
+                rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
+                variant(name, partial(_compute_at, name, cfg, rebatched, big, None, limit))
     if compute_variants and "xla" in d.what_ifs and verdict != "highly input-bound":
         if not xla_already_on(cfg):
             name = XLA_VARIANT

@@ -27,11 +27,16 @@ XLA = Rewrite("XLA")  # the run file's train.jit_compile: true
 
 @rule("small_batch", "compute", 170, rewrites=(LARGER_BATCH,))
 def rule_small_batch(ctx: Evidence) -> list[Finding]:
-    name = next((k for k in ctx.variants if "batch=" in k), None)
-    if name is None:
+    sizes = [k for k in ctx.variants if "batch=" in k]
+    if not sizes:
         return []
+    # Per example, the fastest of 2x and 4x the batch (the smaller one on a tie).
+    name = max(sizes, key=lambda k: (ctx.variants[k], -int(k.split("=", 1)[1])))
     big = ctx.variants[name]
     batch = ctx.graph.batch_size or int(ctx.compute_batch)
+    others = "; ".join(
+        f"at batch {k.split('=', 1)[1]}: {number(ctx.variants[k])} ex/s" for k in sizes if k != name
+    )
     if name.startswith("training"):
         now, what = ctx.training, "training"
         gain = big / max(1e-9, now)
@@ -48,7 +53,8 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
             "batch too small for the device",
             None,
             f"{what} at batch {batch}: {number(now)} ex/s; at batch {bigger}: {number(big)} ex/s "
-            f"({ratio:.1f}x): per-step costs (dispatch, dequeue) dominate",
+            f"({ratio:.1f}x){'; ' + others if others else ''}: per-step costs (dispatch, "
+            "dequeue) dominate",
             f"use a larger batch (pipeline.batch_size: {bigger}) and scale the learning rate "
             "with it (the linear scaling rule: the same factor, after a few epochs of warm-up); "
             "it changes the results",
