@@ -1,7 +1,6 @@
 """A real tf.data service for the run-file tests: `tfperf data-service local --workers N`
 (a dispatcher and N worker processes on 127.0.0.1 at ports chosen at run time), ready once
-the dispatcher lists every worker, stopped with SIGTERM on exit whatever happened (its
-children stop themselves when it is gone)."""
+the dispatcher lists every worker, killed with its children on exit whatever happened."""
 
 from __future__ import annotations
 
@@ -15,6 +14,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from helpers.servicekit import kill_tree
 
 START_TIMEOUT = 240  # several TensorFlow imports on two busy cores
 
@@ -65,9 +66,7 @@ def service(tmp: Path, workers: int = 2) -> Iterator[str]:
             time.sleep(0.5)
         yield address
     finally:
-        popen.terminate()  # only the process started here, by its own handle
-        try:
-            popen.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            popen.kill()
-            popen.wait(timeout=30)
+        # Killed with its children at once: a graceful stop waits up to 30 s for workers
+        # still holding the tasks of jobs nobody reads (SIGTERM's path is tested in
+        # service/test_local_cluster.py). Only this process and its own children.
+        kill_tree(popen)
