@@ -83,3 +83,31 @@ def test_every_run_file_candidate_of_a_rule_is_its_rewrite():
     cfg.doctor.allow = ["precision"]
     labels = [name for name, _ in run_file_candidates(cfg, diag)]
     assert [n for n in labels if n not in REWRITES] == ["precision mixed_float16"]
+
+
+def _finding(code: str, gain: float | None) -> Finding:
+    return Finding(code, code, "map#1", "", "", "", gain, "input", 1)
+
+
+def test_gains_within_the_noise_tie_and_priority_ranks_them():
+    from tfperf.doctor.rules.registry import TIE, _ties_by_priority
+
+    pri = {"per_example_map": 80, "sequential_map": 100, "no_interleave": 90}
+
+    def rank(*found: Finding) -> list[str]:
+        ordered = sorted(found, key=lambda f: -(f.expected_speedup or 0.0))
+        out = _ties_by_priority(ordered, lambda f: (), lambda f: pri[f.code])
+        return [f.code for f in out]
+
+    # The same two findings with their gains swapped by noise: one order either way.
+    assert rank(_finding("sequential_map", 2.1), _finding("per_example_map", 1.9)) == [
+        "per_example_map",
+        "sequential_map",
+    ]
+    assert rank(_finding("sequential_map", 1.9), _finding("per_example_map", 2.1)) == [
+        "per_example_map",
+        "sequential_map",
+    ]
+    # A gain clearly larger than the noise still leads, whatever its priority.
+    clear = rank(_finding("sequential_map", 2.0 * TIE), _finding("per_example_map", 1.5))
+    assert clear == ["sequential_map", "per_example_map"]

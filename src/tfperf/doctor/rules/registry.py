@@ -1,8 +1,9 @@
 """The rule registry: one `Rule` record per rule (its code, the kind of its findings, its
 priority, `detect(evidence)`, and the --fix rewrites that make its change), registered in the
 module that defines the rule; `run_rules` runs them all on the `Evidence` and ranks the
-findings: RAM risks first, then a wrong stage order, then by expected speedup, ties broken
-by priority (the more specific cause first).
+findings: RAM risks first, then a wrong stage order, then by expected speedup, with gains
+within TIE of each other (noise on a shared host) ranked by priority (the more specific
+cause first).
 
 Everything else that names rules is derived from here (rules/__init__.py): RULES, PRIORITY,
 ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
@@ -101,7 +102,7 @@ def run_rules(ctx: Evidence) -> list[Finding]:
     # While the input is the limit, compute changes cannot show their gain: input first.
     input_bound = ctx.input_bound_fraction >= MODERATELY
 
-    def key(f: Finding) -> tuple[bool, bool, bool, bool, float, int]:
+    def group(f: Finding) -> tuple[bool, bool, bool, bool]:
         r = _REGISTRY.get(f.code)
         later = (f.kind == "compute") == input_bound
         # A wrong stage order changes what the model learns from: it comes right after the
@@ -110,8 +111,38 @@ def run_rules(ctx: Evidence) -> list[Finding]:
         # shuffle changes what its buffer holds, so speed is better judged after the move.
         wrong_order = r is not None and r.order
         last_resort = r is not None and r.last_resort
-        gain = -(f.expected_speedup or 0.0)
-        priority = r.priority if r is not None else UNRANKED
-        return (f.kind != "risk", not wrong_order, later, last_resort, gain, priority)
+        return (f.kind != "risk", not wrong_order, later, last_resort)
 
-    return sorted(found, key=key)
+    def priority(f: Finding) -> int:
+        r = _REGISTRY.get(f.code)
+        return r.priority if r is not None else UNRANKED
+
+    ranked = sorted(found, key=lambda f: (group(f), -(f.expected_speedup or 0.0), priority(f)))
+    return _ties_by_priority(ranked, group, priority)
+
+
+# Expected gains within this factor of the next larger one are a tie: they are estimates
+# from timings on a shared host, and two findings on one stage (a per-example map that also
+# runs sequentially) swapped rank with the noise. Among ties the more specific cause leads.
+TIE = 1.25
+
+
+def _ties_by_priority(
+    ranked: list[Finding],
+    group: Callable[[Finding], tuple[bool, ...]],
+    priority: Callable[[Finding], int],
+) -> list[Finding]:
+    """`ranked` (by group, then gain) with each run of tied gains reordered by priority."""
+    out: list[Finding] = []
+    run: list[Finding] = []
+    for f in ranked:
+        if run and (group(f) != group(run[-1]) or _gain(run[-1]) > TIE * _gain(f)):
+            out.extend(sorted(run, key=priority))
+            run = []
+        run.append(f)
+    out.extend(sorted(run, key=priority))
+    return out
+
+
+def _gain(f: Finding) -> float:
+    return max(f.expected_speedup or 0.0, 1e-9)
