@@ -1,4 +1,5 @@
-"""The one number formatter and the one progress bar."""
+"""util/progress: the one progress bar (drawn on its console, notes above it, silent when
+disabled)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,7 @@ import io
 
 from rich.console import Console
 
-from tfperf.util.format import compact, number, plural
 from tfperf.util.progress import progress_bar
-
-
-def test_number_and_compact():
-    assert [number(x) for x in (123456.7, 99.94, 0.05, None)] == ["123,457", "99.9", "0.1", "-"]
-    assert number(1.234, small_digits=2) == "1.23"
-    assert [compact(x) for x in (415_000, 1_234_567, 9_999, 12)] == ["415k", "1.2M", "9,999", "12"]
-
-
-def test_plural():
-    # The train summary said "1 steps per call".
-    assert [plural(n, "step") for n in (1, 20, 1000)] == ["1 step", "20 steps", "1,000 steps"]
-    assert plural(2, "batch", "batches") == "2 batches"
 
 
 def test_progress_bar_draws_on_its_console_and_notes_lines():
@@ -44,3 +32,12 @@ def test_a_disabled_bar_draws_nothing_but_can_keep_its_notes():
     with progress_bar("x", enabled=False, console=console, notes_when_disabled=True) as bar:
         bar.note("still said")
     assert "still said" in out.getvalue()
+
+
+def test_without_a_total_the_bar_counts_in_its_unit():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=100)
+    with progress_bar("scan", unit="files", console=console) as bar:
+        bar.advance(7)
+        bar.advance(0)  # nothing done: no change
+    assert "scan" in out.getvalue() and "7 files" in out.getvalue()
