@@ -1,6 +1,6 @@
 """tfperf.testing.assert_pipeline_faster: paired, interleaved repeats through tfperf.measure;
 a pipeline that waits 1 ms per batch beats one that waits 1 ms per example, and the reverse
-fails with the ratios. Waiting, not computing, makes the 64x gap hold on a loaded machine:
+fails with the ratios. Waiting, not computing, makes the 16x gap hold on a loaded machine:
 the test checks the assertion's logic, not TensorFlow's speed."""
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ def _wait(x):
 
 def _pipelines():
     base = tf.data.Dataset.range(2048)
-    slow = base.map(_wait).batch(64)  # 64 waits per batch
-    fast = base.batch(64).map(_wait)  # one wait per batch
+    slow = base.map(_wait).batch(16)  # 16 waits per batch
+    fast = base.batch(16).map(_wait)  # one wait per batch
     return slow, fast
 
 
 def test_one_wait_per_batch_is_faster_and_the_reverse_fails():
     slow, fast = _pipelines()
-    # Few, short repeats: the 64x gap shows in any of them (the defaults time 20 batches).
-    c = assert_pipeline_faster(slow, fast, batches=4, warmup=1, min_seconds=0.1)
+    # Few, short repeats: the 16x gap shows in any of them (the defaults time 20 batches).
+    c = assert_pipeline_faster(slow, fast, batches=4, warmup=1, repeats=3, min_seconds=0.05)
     assert c.faster and min(c.ratios) > 1.0
     with pytest.raises(AssertionError) as err:
-        assert_pipeline_faster(fast, slow, batches=4, warmup=1, min_seconds=0.1)
+        assert_pipeline_faster(fast, slow, batches=4, warmup=1, repeats=3, min_seconds=0.05)
     msg = str(err.value)
     assert "b is not faster than a beyond the noise (verdict: slower)" in msg
     assert "Paired ratios of examples/s, b / a, one per repeat: 0." in msg
