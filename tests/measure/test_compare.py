@@ -43,15 +43,3 @@ def test_paired_ratios_skip_runs_that_measured_nothing():
     a = Measurement("a", [Run(1.0, 1, 100), Run(0.0, 0, 0), Run(1.0, 1, 100)])
     b = Measurement("b", [Run(1.0, 1, 150), Run(1.0, 1, 150)])
     assert paired_ratios(a, b) == (1.5,)
-
-
-def test_measurement_statistics():
-    m = Measurement(
-        "x",
-        [Run(2.0, 4, 400, cpu_seconds=1.0, wait_seconds=0.5), Run(1.0, 2, 300, wait_seconds=0.1)],
-    )
-    assert m.examples_per_s.median == 250.0
-    assert (m.examples_per_s.min, m.examples_per_s.max) == (200.0, 300.0)
-    assert m.examples_per_batch == 700 / 6
-    assert m.input_bound_fraction == pytest.approx(0.6 / 3.0)
-    assert m.to_dict()["runs"][0]["wait_seconds"] == 0.5
