@@ -1,23 +1,17 @@
-"""`tfperf profile` on a real training run: an .xplane.pb where TensorBoard looks, and a
-timeline.json whose traceEvents hold the profiled steps (through xprof and without it)."""
+"""`tfperf profile` (cli/profile.py) on a real training run, in this process: an .xplane.pb
+where TensorBoard looks, a timeline.json whose traceEvents hold the profiled steps, and the
+--json report. observe/trace's own tests (tests/observe/test_trace.py) cover the conversion."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tfperf.observe.trace import (
-    ProfileError,
-    latest_xplane,
-    parse_steps,
-    xprof_available,
-    xspace_to_trace_events,
-)
+from tfperf.observe.trace import latest_xplane, xprof_available
+
+from helpers.trainkit import tfperf_here
 
 
 def step_events(trace: dict, steps: range) -> dict[int, list[dict]]:
@@ -39,28 +33,9 @@ def profiled(tmp_path_factory) -> tuple[Path, dict]:
         "model:\n  name: helpers.slow_pipelines:tiny_model\n  loss: mse\n"
         "pipeline:\n  batch_size: 32\ntrain:\n  monitor_system: false\n"
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")  # PYTHONPATH has tests/: conftest.py
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tfperf.cli.main",
-            "profile",
-            "run.yaml",
-            "--steps",
-            "3:5",
-            "--out",
-            "prof",
-            "--json",
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr
-    return root / "prof", json.loads(res.stdout)
+    out = root / "prof"
+    res = tfperf_here("profile", root / "run.yaml", "--steps", "3:5", "--out", out, "--json")
+    return out, json.loads(res.stdout)
 
 
 def test_profile_writes_xplane_where_tensorboard_reads_it(profiled):
@@ -77,6 +52,7 @@ def test_timeline_holds_the_profiled_steps(profiled):
     out, data = profiled
     trace = json.loads((out / "timeline.json").read_text())
     assert data["converter"] == ("xprof" if xprof_available() else "xplane_pb2")
+    assert data["events"] == len(trace["traceEvents"])
     found = step_events(trace, range(3, 6))
     assert all(found[s] for s in range(3, 6)), {s: len(v) for s, v in found.items()}
     # unprofiled steps are absent; the spans have real durations
@@ -84,20 +60,8 @@ def test_timeline_holds_the_profiled_steps(profiled):
     assert all(ev["dur"] > 0 for evs in found.values() for ev in evs)
 
 
-def test_fallback_converter_reads_the_xspace_proto(profiled):
-    out, data = profiled
-    trace = xspace_to_trace_events(Path(data["xplane"]).read_bytes())
-    found = step_events(trace, range(3, 6))
-    assert all(len(found[s]) == 1 for s in range(3, 6))
-    ops = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["tid"] != found[3][0]["tid"]]
-    assert ops, "expected op events on the compute threads"
-    starts = [found[s][0]["ts"] for s in range(3, 6)]
-    assert starts == sorted(starts)
-
-
-def test_parse_steps():
-    assert parse_steps("20:25") == (20, 25)
-    assert parse_steps("7") == (7, 7)
-    for bad in ("a:b", "5:3", "0:2"):
-        with pytest.raises(ProfileError):
-            parse_steps(bad)
+def test_steps_that_are_not_a_range_exit_with_one_paragraph(tmp_path, cli):
+    (tmp_path / "run.yaml").write_text("data:\n  pipeline: helpers.slow_pipelines:clean\n")
+    res = cli("profile", tmp_path / "run.yaml", "--steps", "5:3", "--out", tmp_path / "p")
+    assert res.exit_code == 2
+    assert "--steps: expected 1 <= START <= STOP" in res.output and "Traceback" not in res.output
