@@ -1,6 +1,7 @@
 """model.metrics: [accuracy] and model.loss: crossentropy resolved from the output and
 label shapes as Keras's compile does (binary, sparse, one-hot), in the training loop and in
-the evaluator: the evaluator's numbers equal Keras's own compile + evaluate."""
+the evaluator: the evaluator's numbers equal Keras's own compile + evaluate; the one value
+per example that both reduce a loss or metric to."""
 
 from __future__ import annotations
 
@@ -151,3 +152,18 @@ def test_metrics_of_a_pipeline_with_its_own_batch_agree_with_keras(tmp_path, ste
     want = reference.evaluate(last_call, verbose=0, return_dict=True)
     assert result.metrics["metrics/accuracy"] == pytest.approx(want["accuracy"], abs=1e-5)
     assert result.final_loss == pytest.approx(want["loss"], rel=1e-4)
+
+
+def test_per_example_reduction_shared_by_train_step_and_evaluator():
+    """One value per example whatever the loss returns: a scalar becomes [1], [B] stays,
+    [B, ...] is averaged over its non-batch axes (as the evaluator always did)."""
+    import tensorflow as tf
+
+    from tfperf.train.objectives import per_example
+
+    assert per_example(tf.constant(2.0)).numpy().tolist() == [2.0]
+    assert per_example(tf.constant([1, 3], tf.int32)).numpy().tolist() == [1.0, 3.0]
+    x = tf.reshape(tf.range(12, dtype=tf.float64), [2, 3, 2])
+    assert per_example(x).dtype == tf.float32
+    assert per_example(x).numpy().tolist() == [2.5, 8.5]
+    assert per_example(x[:, :, 0]).numpy().tolist() == [2.0, 8.0]

@@ -1,11 +1,9 @@
-"""What a killed save or a full disk leaves: a kill -9 mid-save leaves TF's ckpt-N_temp
-folder (and the evaluator its .best.tmp-PID): the next `train` (holding train.out_dir) or
-`evaluate --watch` (only when no live process holds it) removes ours and nothing else. A
-full disk is one error naming the path and the free space, exit 2, nothing partial left.
-The watcher beside a live trainer runs as its own process (this process plays the trainer
-and a live evaluator); the rest, the watcher once that trainer is gone included, through the
-command line in this process. The full disk is
-a real tmpfs (skipped where mounting is not permitted)."""
+"""The temporaries a killed writer leaves (checkpoints/stale.py): a kill -9 mid-save leaves
+TF's ckpt-N_temp folder (and the evaluator its .best.tmp-PID). `remove_stale` removes the
+dead writers' own and nothing else, TF's only when the caller holds train.out_dir or no live
+process does; the next `train` (holding it) and `evaluate --watch` (beside a live trainer,
+as its own process; once that trainer is gone, through the command line in this process)
+clean up accordingly."""
 
 from __future__ import annotations
 
@@ -16,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tfperf.train.checkpoints.stale import remove_stale
 from tfperf.util.lock import folder_lock
 
 from helpers import trainkit
-
-pytestmark = pytest.mark.slow  # real training and evaluating
 
 EVAL = ("--set", "data.eval_split=train")
 
@@ -62,6 +59,19 @@ def _leftovers(run: Path, ckpts: Path, dead: int) -> dict[str, Path]:
 KEPT = {"live_best", "not_ours", "user_file"}
 
 
+def test_remove_stale_leaves_checkpoint_temps_to_a_live_holder(tmp_path):
+    run = tmp_path / "run"
+    made = _leftovers(run, run / "checkpoints", _dead_pid())
+    with folder_lock(run, "tfperf train"):  # a live process (this one) holds train.out_dir
+        gone = remove_stale(run, run / "checkpoints", holding=False)
+        assert sorted(gone) == sorted([made["best_temp"], made["best_old"]])
+        gone += remove_stale(run, run / "checkpoints", holding=True)  # the holder itself
+    assert {n for n, p in made.items() if p.exists()} == KEPT
+    assert sorted(gone) == sorted(p for n, p in made.items() if n not in KEPT)
+    assert remove_stale(run, run / "checkpoints", holding=False) == []  # nothing left
+
+
+@pytest.mark.slow  # real training
 def test_train_removes_stale_temporaries_of_dead_writers_only(tmp_path):
     rf = _run(tmp_path)
     trainkit.tfperf_here("train", str(rf), "--no-progress")
@@ -72,6 +82,7 @@ def test_train_removes_stale_temporaries_of_dead_writers_only(tmp_path):
     assert f"removed {made['tf_temp']}" in proc.stderr.replace("\n", "")
 
 
+@pytest.mark.slow  # real training and evaluating
 def test_watch_leaves_checkpoint_temps_to_a_live_trainer(tmp_path):
     rf = _run(tmp_path)
     trainkit.tfperf_here("train", str(rf), "--no-progress")
@@ -85,40 +96,3 @@ def test_watch_leaves_checkpoint_temps_to_a_live_trainer(tmp_path):
         assert gone == {"best_temp", "best_old"}
     trainkit.tfperf_here(*args)  # nobody holds it now: TF's temporaries are stale too
     assert {n for n, p in made.items() if p.exists()} == KEPT
-
-
-def _fill(folder: Path, leave: int) -> None:
-    import shutil
-
-    free = shutil.disk_usage(folder).free
-    (folder / "filler").write_bytes(b"\0" * max(0, free - leave))
-
-
-def _one_error(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, stderr
-    return stderr[stderr.index("error:") :].replace("\n", "")
-
-
-def test_full_disk_on_save_is_one_error_naming_path_and_free_space(tmp_path, tmpfs):
-    rf = _run(tmp_path)
-    ckpts = tmpfs("run/checkpoints", "64k")
-    _fill(ckpts, 8192)
-    proc = trainkit.tfperf_here("train", str(rf), "--no-progress", check=False)
-    assert proc.returncode == 2, proc.stderr
-    err = _one_error(proc.stderr)
-    assert f"the disk holding {ckpts} is full" in err and "KiB free" in err
-    assert sorted(p.name for p in ckpts.iterdir()) == ["filler"]  # no partial ckpt-2_temp
-
-
-def test_full_disk_in_the_evaluator_is_one_error(tmp_path, tmpfs):
-    rf = _run(tmp_path)
-    run = tmpfs("run", "2m")
-    trainkit.tfperf_here("train", str(rf), "--no-progress")
-    _fill(run, 4096)
-    args = ("evaluate", str(rf), "--watch", "--poll", "0.1", "--timeout", "60", *EVAL)
-    proc = trainkit.tfperf_here(*args, check=False)
-    assert proc.returncode == 2, proc.stderr
-    assert f"the disk holding {run} is full" in _one_error(proc.stderr)
-    assert not [p for p in run.iterdir() if p.name.startswith(".best")]  # no partial best/
