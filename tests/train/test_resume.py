@@ -148,16 +148,3 @@ def test_without_iterator_checkpoint_the_epoch_restarts(tmp_path):
     ids = sorted(i for batch in history for i in batch)
     assert len(history) == EXAMPLES // BATCH
     assert ids != list(range(1, EXAMPLES + 1))  # some ids twice, some never
-
-
-def test_large_iterator_checkpoint_is_announced_with_its_size():
-    from tfperf.train.checkpoints.save import iterator_checkpoint_bytes, warn_if_iterator_large
-
-    assert iterator_checkpoint_bytes(1000, 800) == 1000 * 1000
-    with pytest.warns(UserWarning, match=r"~191 MiB \(200000 records x ~800 B\)"):
-        warn_if_iterator_large(200_000, 800)
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        warn_if_iterator_large(10_000, 800)  # ~10 MiB: no warning
