@@ -29,7 +29,11 @@ def read_scalars(log_dir: Path) -> dict[str, Series]:
     acc = ea.EventAccumulator(str(log_dir), size_guidance=sizes)
     acc.Reload()
     out: dict[str, dict[int, float]] = {}
-    for tag in acc.PluginTagToContent("scalars"):
+    try:
+        tensor_tags = list(acc.PluginTagToContent("scalars"))
+    except KeyError:  # no tensor scalar at all: a file of simple_value scalars only
+        tensor_tags = []
+    for tag in tensor_tags:
         for event in acc.Tensors(tag):
             value = tensor_util.make_ndarray(event.tensor_proto)
             if value.size == 1:
