@@ -1,14 +1,14 @@
 """`tfperf report RUN_DIR`, `tfperf doctor --html` and `to_html` on one small real run
 (helpers/reportkit.py: train, evaluate, doctor --fix, all real): what train and the doctor leave in
-the run folder, a self-contained page with every section and the run's own numbers, a
-folder with only logs, the errors for a folder that is not a run, and the page opened in
-headless Chromium with every chart drawn and no console error."""
+the run folder, a self-contained page with every section and the run's own numbers, and the
+page opened in headless Chromium with every chart drawn and no console error. The command's
+own errors are in tests/cli/test_report.py, each module's logic in this folder's
+test_<module>.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from html import escape
 from pathlib import Path
 
@@ -83,46 +83,6 @@ def test_report_shows_the_runs_numbers(run, report):
             assert f"{trial['ratio']:.2f}x ({trial['low']:.2f}-{trial['high']:.2f})" in html
     summary = json.loads((run.run_dir / "summary.json").read_text())
     assert f"<td>{number(summary['examples_per_sec'])}</td>" in html
-
-
-def test_a_folder_with_only_logs_names_what_is_missing_and_its_command(run, tmp_path, cli):
-    only_logs = tmp_path / "only_logs"
-    shutil.copytree(run.run_dir / "logs", only_logs / "logs")
-    res = cli("report", only_logs, "-o", tmp_path / "r.html")
-    assert res.exit_code == 0, res.stderr
-    assert res.stdout.strip() == str(tmp_path / "r.html")
-    html = (tmp_path / "r.html").read_text()
-    assert "no diagnosis (doctor.json" in html and "`tfperf doctor RUNFILE`" in html
-    assert "no training summary (summary.json)" in html and "`tfperf train RUNFILE`" in html
-    assert 'id="chart-training"' in html and 'id="chart-eval"' in html
-    assert 'id="chart-stages"' not in html
-    assert "not in the report" in res.stderr and "doctor.json" in res.stderr
-
-
-def test_a_folder_that_is_not_a_run_is_one_paragraph(tmp_path, cli):
-    missing = tmp_path / "nowhere"
-    res = cli("report", missing)
-    assert res.exit_code == 2
-    text = res.stderr
-    assert f"{missing}: no such folder; expected a run folder" in text and "Traceback" not in text
-    assert "summary.json" in text and "`tfperf train RUNFILE`" in text
-    other = tmp_path / "notes"
-    other.mkdir()
-    (other / "todo.txt").write_text("nothing tfperf wrote\n")
-    res = cli("report", other)
-    assert res.exit_code == 2 and "holds nothing tfperf wrote" in res.stderr
-    res = cli("report", tmp_path)  # the parent of a run folder: named in the error
-    assert res.exit_code == 2
-    (tmp_path / "inner" / "logs").mkdir(parents=True)
-    res = cli("report", tmp_path)
-    assert "Run folders inside it:" in res.stderr and "inner" in res.stderr
-
-
-def test_help_explains_the_command(cli):
-    res = cli("report", "--help")
-    assert res.exit_code == 0
-    for text in ("--output", "report.html", "doctor.json", "summary.json", "offline"):
-        assert text in res.stdout, text
 
 
 def test_python_reports_write_html(tmp_path):

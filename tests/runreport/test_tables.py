@@ -1,0 +1,91 @@
+"""runreport/tables: the report's words and tables as HTML from a doctor's result: every
+value escaped, the verdict coloured, the slowest stage marked, each finding beside the --fix
+trial that measured it (a kept one first), and the trials' ratios and ranges."""
+
+from __future__ import annotations
+
+from tfperf.runreport.tables import (
+    findings_html,
+    fix_headline,
+    gain_text,
+    measured_by_code,
+    notes_html,
+    rates_table,
+    ratio_range,
+    ratio_text,
+    stages_table,
+    table,
+    trials_table,
+    verdict_html,
+)
+
+
+def test_ratios_and_gains_in_words():
+    timed = {"ratio": 1.391, "low": 0.88, "high": 1.9, "kept": False}
+    assert ratio_range(timed) == "1.39x (0.88-1.90)"
+    assert ratio_text(timed) == "1.39x (0.88-1.90), not kept"
+    assert ratio_text({**timed, "kept": True}).endswith(", kept")
+    assert ratio_range({"ratio": None}) == ratio_text(None) == "-"
+    assert (gain_text(None), gain_text(4.746)) == ("-", "~4.75x")
+
+
+def test_table_cells_are_html_and_an_empty_head_is_left_out():
+    html = table(["a", "b"], [["<b>1</b>", "2"]], "num")
+    assert html.startswith('<table class="num"><thead><tr><th>a</th><th>b</th>')
+    assert "<td><b>1</b></td><td>2</td>" in html
+    assert "<thead>" not in table(["", ""], [["k", "v"]])
+
+
+def test_verdict_and_summary(diagnosis):
+    html = verdict_html(diagnosis, None)
+    assert '<p class="verdict bad">highly input-bound</p>' in html
+    assert "input wait 97% of the training time" in html and "map#2 (sequential)" in html
+    summary = {"steps": 40, "examples_per_sec": 12345.6, "final_loss": 0.123456}
+    html = verdict_html({**diagnosis, "verdict": "not input-bound"}, summary)
+    assert 'class="verdict good"' in html
+    assert "<td>0 -> 40</td>" in html and "<td>12,346</td>" in html and "0.12346" in html
+    assert verdict_html(None, None) == ""
+
+
+def test_rates_and_stages_tables(diagnosis):
+    diagnosis["variants"] = {"float16": 900000.0}
+    rates = rates_table(diagnosis)
+    assert "<td>19,107</td>" in rates and "<td>841,156</td>" in rates
+    assert "compute with float16" in rates
+    diagnosis["stages"].append({"label": "<batch>", "examples_per_s": None, "error": "failed"})
+    stages = stages_table(diagnosis)
+    assert 'map#2 (sequential) <span class="bad">&#9664; slowest</span>' in stages
+    assert "flat_map#1 (files=2)</td>" in stages  # not marked
+    assert "&lt;batch&gt;" in stages and "<td>failed</td>" in stages
+
+
+def test_each_finding_is_measured_by_its_kept_trial_first(diagnosis, fix):
+    fix["trials"].append({**fix["trials"][0], "kept": False, "ratio": 0.9, "change": "other"})
+    fix["trials"].reverse()  # the not-kept trial of the same finding comes first
+    measured = measured_by_code(fix)
+    assert set(measured) == {"per_example_parse"}  # untimed trials measure nothing
+    assert measured["per_example_parse"]["change"] == "vectorize per-example maps"
+    assert measured_by_code(None) == {}
+    html = findings_html(diagnosis["findings"], measured)
+    assert html.count("<tr>") == 3  # the head and two findings
+    assert "14.42x (9.04-19.80), kept" in html and "~4.75x" in html
+    assert findings_html([], {}) == "<p>no findings</p>"
+
+
+def test_values_are_escaped(diagnosis):
+    diagnosis["findings"][0]["evidence"] = "<script>alert(1)</script>"
+    html = findings_html(diagnosis["findings"], {})
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert notes_html(["a < b"]) == '<p class="note">a &lt; b</p>'
+
+
+def test_fix_headline_and_trials(fix):
+    head = fix_headline(fix)
+    assert "training 27,537 -&gt; 105,932 examples/s (4.89x, paired 2.69-7.09)" in head
+    assert "predicted ~5.03x" in head and "<code>/runs/run.optimized.yaml</code>" in head
+    slower = {**fix, "check": {**fix["check"], "verdict": "slower"}}
+    assert "not faster, nothing kept" in fix_headline(slower)
+    assert "(no change kept)" in fix_headline({**fix, "check": None})
+    trials = trials_table(fix)
+    assert trials.count("<tr>") == 4  # the head, (before) and two trials
+    assert '<span class="good">kept</span>' in trials and "not applicable" in trials
