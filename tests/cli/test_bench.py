@@ -1,4 +1,5 @@
-"""`tfperf bench RUNFILE --service ADDRESS` against a real tf.data service (the session's: a
+"""`tfperf bench RUNFILE --service ADDRESS` (cli/bench.py; the rest of the command and
+bench.py: tests/test_bench.py) against a real tf.data service (the session's: a
 dispatcher and two worker processes on 127.0.0.1), bench in this process: the full pipeline
 is read through the service (the client-side rate), the per-worker rate is given, and the
 stage prefixes still run here."""
