@@ -1,18 +1,55 @@
-"""best/ always holds one whole checkpoint: the evaluator holds (hard-links) a checkpoint's
-files before evaluating it, so that the trainer's checkpoint.keep deleting the original
-meanwhile cannot leave best/ with best.json alone. The evaluated model deletes the original
-checkpoint's files while it runs (as the trainer's keep does); `tfperf` runs through its
-command line in this process."""
+"""A checkpoint held while the evaluator uses it (checkpoints/held.py): its files
+hard-linked into {out_dir}/.eval.tmp-PID, so the copy reads after the trainer's
+checkpoint.keep deleted the original, and removed afterwards; one deleted before it could be
+held is FileNotFoundError (real checkpoints of one variable). Then best/ always holds one
+whole checkpoint: the evaluated model deletes the original checkpoint's files while it runs
+(as the trainer's keep does); `tfperf` runs through its command line in this process."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
+from tfperf.train.checkpoints.held import held_checkpoint
+
 from helpers import trainkit
 
-pytestmark = pytest.mark.slow  # real training and evaluating
+
+def _checkpoint(folder: Path, value: float) -> str:
+    import tensorflow as tf
+
+    return tf.train.Checkpoint(v=tf.Variable(value)).write(str(folder / "ckpt-3"))
+
+
+def test_the_held_copy_reads_after_the_original_is_deleted(tmp_path):
+    import tensorflow as tf
+
+    prefix = _checkpoint(tmp_path / "checkpoints", 3.0)
+    out = tmp_path / "run"
+    with held_checkpoint(prefix, out) as held:
+        assert Path(held).parent == out / f".eval.tmp-{os.getpid()}"
+        index = Path(f"{prefix}.index")
+        assert Path(f"{held}.index").stat().st_ino == index.stat().st_ino  # linked, not copied
+        for f in (tmp_path / "checkpoints").glob("ckpt-3.*"):
+            f.unlink()  # what the trainer's checkpoint.keep does meanwhile
+        v = tf.Variable(0.0)
+        tf.train.Checkpoint(v=v).read(held).assert_consumed()
+        assert float(v.numpy()) == 3.0
+    assert list(out.iterdir()) == []  # the held copy goes afterwards
+
+
+def test_a_checkpoint_deleted_before_it_is_held_is_not_found(tmp_path):
+    prefix = _checkpoint(tmp_path / "checkpoints", 1.0)
+    Path(f"{prefix}.data-00000-of-00001").unlink()  # deleted in part
+    out = tmp_path / "run"
+    with pytest.raises(FileNotFoundError, match="deleted before it could be held"):
+        with held_checkpoint(prefix, out):
+            pass
+    assert list(out.iterdir()) == []
+
 
 DELETING = """
 import glob
@@ -49,6 +86,7 @@ def deleting():
 """
 
 
+@pytest.mark.slow  # real training and evaluating
 def test_best_is_whole_when_the_checkpoint_is_deleted_during_its_evaluation(tmp_path, monkeypatch):
     data = trainkit.write_data(tmp_path / "data", n=64, shards=2)
     rf = trainkit.write_runfile(tmp_path, data, max_steps=2, steps_per_loop=1)
