@@ -1,10 +1,16 @@
-"""Corrupt shards during training: on_corrupt=error names the damaged shard (exit 2, no
-traceback); on_corrupt=skip trains on and reports the records lost at each epoch's end.
-`tfperf` runs through its command line in this process."""
+"""Corrupt shards during training (train/corrupt.py): on_corrupt=error names the damaged
+shard (exit 2, no traceback); on_corrupt=skip trains on and reports the records lost at each
+epoch's end, once per finished epoch even when one call of the train function spans two,
+none for the epoch a resumed run starts in. `tfperf` runs through its command line in this
+process; the hook alone on the same corrupt shard."""
 
 from __future__ import annotations
 
 import json
+
+from tfperf.config import load_config
+from tfperf.hooks import RunState
+from tfperf.train.corrupt import CorruptRecordsHook
 
 from helpers import trainkit
 
@@ -47,3 +53,36 @@ def test_skip_trains_on_and_reports_each_epoch(tmp_path):
     lines = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines() if "skipped" in ln]
     assert any("epoch 1: skipped 32 corrupt record" in ln for ln in lines), lines
     assert any("epoch 2: skipped 32 corrupt record" in ln for ln in lines), lines
+
+
+def test_one_report_per_finished_epoch_even_when_a_call_spans_two(tmp_path, capsys):
+    import tensorflow as tf
+
+    data = trainkit.write_data(tmp_path / "data", n=64, shards=2)
+    _corrupt(data / "train.tfrecord-00001-of-00002")
+    rf = trainkit.write_runfile(tmp_path, data)
+    cfg = load_config(str(rf), ["pipeline.on_corrupt=skip"])
+    run = RunState(
+        cfg=cfg,
+        model=None,
+        optimizer=None,
+        strategy=None,
+        step=0,
+        out_dir=tmp_path,
+        train_writer=tf.summary.create_file_writer(str(tmp_path / "logs")),
+        examples_per_step=8,
+    )
+    hook = CorruptRecordsHook(cfg, steps_per_epoch=4)
+    hook.on_train_begin(run)
+    hook.on_loop_end(run, 3, {})  # within epoch 1
+    assert hook.reports == []
+    run.step = 9
+    hook.on_loop_end(run, 9, {})  # epochs 1 and 2 ended in this call
+    assert hook.reports == [(1, 32), (2, 32)] and run.corrupt_skipped_per_epoch == 32
+    err = capsys.readouterr().err
+    assert "epoch 1: skipped 32 corrupt record(s)" in err and "epoch 2: skipped 32" in err
+    resumed = CorruptRecordsHook(cfg, steps_per_epoch=4)
+    run.step = 10
+    resumed.on_train_begin(run)  # in epoch 3: epochs 1 and 2 were reported before
+    resumed.on_loop_end(run, 11, {})
+    assert resumed.reports == []
