@@ -1,7 +1,7 @@
 """The compute limit (train/compute_limit.py): the run file's model and train step fed one
 cached batch, a few steps on tiny real data: a rate and a CPU cost per example measured over
-exactly the steps asked for, under the precision asked for (else the run file's), and the
-caller's Keras dtype policy left as it was."""
+exactly the steps asked for, under the run file's precision, and the caller's Keras dtype
+policy left as it was."""
 
 from __future__ import annotations
 
@@ -20,14 +20,12 @@ def cfg(tmp_path):
     return load_config(str(trainkit.write_runfile(tmp_path, data)), [])
 
 
-def test_a_few_steps_under_the_precision_asked_for(cfg):
-    before = keras.config.dtype_policy().name
-    limit = compute_limit(cfg, steps=4, steps_per_loop=2, precision="mixed_bfloat16")
-    assert (limit.precision, limit.steps) == ("mixed_bfloat16", 4)
+def test_a_few_steps_under_the_run_files_precision_leave_the_callers_policy(cfg):
+    keras.config.set_dtype_policy("mixed_bfloat16")  # the caller's, not the run file's
+    try:
+        limit = compute_limit(cfg, steps=4, steps_per_loop=2)
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"  # back as it was
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert (limit.precision, limit.steps) == ("float32", 4)  # the run file's, the steps asked
     assert limit.examples_per_sec > 0 and limit.cpu_us_per_example > 0
-    assert keras.config.dtype_policy().name == before  # the caller's policy is back
-
-
-def test_the_run_files_precision_by_default(cfg):
-    limit = compute_limit(cfg, steps=2, steps_per_loop=2)
-    assert (limit.precision, limit.steps) == ("float32", 2)
