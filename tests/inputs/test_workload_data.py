@@ -1,23 +1,19 @@
-"""inputs/workload_data.py: a built-in workload's data written as splits train and eval (from
-another seed), with its offline step, plus raw splits when its original pipeline reads raw
-rows; the offline step sent to convert's workers as a factory they rebuild when the workload
-is a built-in one; and `convert --workload X --resume` keeping finished splits (their shards
-are not rewritten)."""
+"""inputs/workload_data.py: a workload's data written as splits train and eval (from another
+seed), with its offline step, plus raw splits when its original pipeline reads raw rows, the
+same bytes for the same seed; the offline step sent to convert's workers as a factory they
+rebuild when the workload is a built-in one; and `convert --workload X --resume` keeping
+finished splits (their shards are not rewritten)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from tfperf.data.convert.options import PreprocessFactory
-from tfperf.data.manifest import load_manifest
+from tfperf.data.convert.options import load_preprocess
 from tfperf.data.schema import Feature, Schema
 from tfperf.inputs.workload_data import (
-    EVAL_SEED_OFFSET,
     offline_preprocess_ref,
     workload_offline_step,
     write_workload_data,
@@ -25,69 +21,81 @@ from tfperf.inputs.workload_data import (
 from tfperf.workloads import get_workload
 from tfperf.workloads.base import Workload
 
+from helpers.convertkit import read_back
 
-class Doubling(Workload):
-    """Rows x = seed, seed + 1, ...; its offline step adds x2 = 2x; its original reads raw."""
 
-    name = "doubling"
+def _scale(row: dict) -> dict:
+    return {"x": row["x"] * 10, "y": row["y"]}
+
+
+class TinyWorkload(Workload):
+    name = "tiny"
     original_needs_raw = True
 
     def raw_schema(self) -> Schema:
-        return Schema.of(Feature(name="x", dtype="int64"))
+        return Schema.of(
+            Feature(name="x", dtype="float32", shape=(2,)), Feature(name="y", dtype="int64")
+        )
 
     def schema(self) -> Schema:
-        return Schema.of(Feature(name="x", dtype="int64"), Feature(name="x2", dtype="int64"))
+        return Schema.of(
+            Feature(name="x", dtype="float32", shape=(2,), storage="bytes"),
+            Feature(name="y", dtype="int64"),
+        )
 
-    def generate(self, n: int, seed: int = 0) -> Iterator[dict]:
+    def generate(self, n: int, seed: int = 0):
+        rng = np.random.default_rng(seed)
         for i in range(n):
-            yield {"x": np.int64(seed + i)}
+            yield {"x": rng.random(2, dtype=np.float32), "y": i}
 
     def offline_preprocess(self):
-        return lambda row: {**row, "x2": row["x"] * 2}
+        return _scale
 
 
-def _rows(out, manifest, split: str) -> list[dict[str, int]]:
-    schema = manifest.split_schema(split)
-    files = manifest.readable_shard_paths(out, split)
-    return [
-        {k: int(v) for k, v in schema.parse_one(r).items()} for r in tf.data.TFRecordDataset(files)
-    ]
-
-
-def test_train_eval_and_raw_splits_are_written(tmp_path):
-    out = tmp_path / "data"
-    manifest = write_workload_data(
-        Doubling(), out, examples=6, eval_examples=3, seed=10, progress=False, workers=1
+def test_write_workload_data_splits_and_schemas(tmp_path):
+    wl = TinyWorkload()
+    m = write_workload_data(
+        wl, tmp_path / "d", examples=20, eval_examples=6, seed=3, progress=False, workers=1
     )
-    assert {k: v.records for k, v in manifest.splits.items()} == {
-        "train": 6, "eval": 3, "train_raw": 6, "eval_raw": 3,
-    }  # fmt: skip
-    assert load_manifest(out).splits.keys() == manifest.splits.keys()
-    train = sorted(_rows(out, manifest, "train"), key=lambda r: r["x"])
-    assert train == [{"x": 10 + i, "x2": 20 + 2 * i} for i in range(6)]
-    evals = sorted(r["x"] for r in _rows(out, manifest, "eval"))
-    assert evals == [10 + EVAL_SEED_OFFSET + i for i in range(3)]  # never a training row
-    assert sorted(_rows(out, manifest, "train_raw"), key=lambda r: r["x"])[0] == {"x": 10}
+    assert {k: v.records for k, v in m.splits.items()} == {
+        "train": 20,
+        "eval": 6,
+        "train_raw": 20,
+        "eval_raw": 6,
+    }
+    assert m.workload == "tiny" and m.schema == wl.schema()
+    assert m.split_schema("train_raw") == wl.raw_schema() and m.split_schema("eval") == wl.schema()
+    raw = [r["x"] for r in wl.generate(20, 3)]
+    tuned = read_back(tmp_path / "d", "train")
+    np.testing.assert_allclose(np.stack([r["x"] for r in tuned]), np.stack(raw) * 10)
+    raw_back = read_back(tmp_path / "d", "train_raw")
+    np.testing.assert_array_equal(np.stack([r["x"] for r in raw_back]), np.stack(raw))
+    evals = np.stack([r["x"] for r in read_back(tmp_path / "d", "eval_raw")])
+    assert not np.isin(evals, np.stack(raw)).any()  # eval rows are not training rows
+    again = write_workload_data(
+        wl, tmp_path / "d2", examples=20, eval_examples=6, seed=3, progress=False, workers=1
+    )
+    assert again.splits == m.splits  # deterministic: same bytes, same sha256
+
+
+def test_offline_preprocess_ref_rebuilds_built_in_workloads_only():
+    wl = get_workload("distance_maps", image_size=16, max_clicks=2)
+    ref = offline_preprocess_ref(wl)
+    assert (ref.factory, ref.kwargs) == (
+        "tfperf.inputs.workload_data:workload_offline_step",
+        {"name": "distance_maps", "options": wl.options},
+    )
+    row = next(wl.generate(1, seed=4))
+    rebuilt = load_preprocess(ref)(row)  # what a worker process computes
+    np.testing.assert_array_equal(rebuilt["dist"], wl.offline_preprocess()(row)["dist"])
+    assert offline_preprocess_ref(TinyWorkload()) is _scale  # not built in: the function
+    assert offline_preprocess_ref(get_workload("chess")) is None  # no offline step
+    assert callable(workload_offline_step("distance_maps", wl.options))
 
 
 def test_no_examples_at_all_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="examples and eval_examples are both 0"):
-        write_workload_data(Doubling(), tmp_path, examples=0, eval_examples=0, progress=False)
-
-
-def test_a_built_in_workloads_offline_step_is_rebuilt_by_name():
-    deblur = get_workload("deblur", patch=16)
-    ref = offline_preprocess_ref(deblur)
-    assert isinstance(ref, PreprocessFactory)
-    assert ref.kwargs == {"name": "deblur", "options": deblur.options}
-    assert (
-        "workload deblur: offline_preprocess(" in ref.description and "patch=16" in ref.description
-    )
-    assert callable(ref.build()) and callable(workload_offline_step("deblur", {"patch": 16}))
-    assert offline_preprocess_ref(get_workload("chess")) is None  # no offline step
-    own = Doubling()
-    assert not isinstance(offline_preprocess_ref(own), PreprocessFactory)  # not built in
-    assert offline_preprocess_ref(own)({"x": 3}) == {"x": 3, "x2": 6}
+        write_workload_data(TinyWorkload(), tmp_path, examples=0, eval_examples=0, progress=False)
 
 
 def _shards(out) -> dict[str, tuple[int, int]]:

@@ -1,16 +1,22 @@
-"""CSV columns are typed from a sample of rows (a stray word does not turn a numeric column
-into bytes) or declared with --column-types; a bad cell or a ragged row is named by its line
-(counted from 1, the header is line 1) and column, or goes to the rejects file with it."""
+"""data/sources/csv_table.py: CSV columns are inferred (int64, float32, bytes) or follow an
+explicit schema (shaped cells of numbers), typed from a sample of rows (a stray word does not
+turn a numeric column into bytes) or declared with --column-types; a bad cell or a ragged row
+is named by its line (counted from 1, the header is line 1) and column, or goes to the rejects
+file with it."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tfperf.data.convert.run import ConvertError, convert
 from tfperf.data.manifest import load_manifest
+from tfperf.data.schema import Feature, Schema
 from tfperf.data.sources import CsvSource
+
+from helpers.convertkit import read_back
 
 
 def _rejects(out, name="d"):
@@ -99,3 +105,85 @@ def test_a_new_split_is_typed_as_the_dataset_in_the_folder(tmp_path, cli):
     msg = " ".join(res.stderr.split())
     assert res.exit_code == 2 and "line 3 (counted from 1, the header is line 1)" in msg, msg
     assert f"typed as in the dataset already in {out}" in msg and "--overwrite" in msg
+
+
+def test_csv_inference_and_explicit_schema(tmp_path, cli):
+    (tmp_path / "d.csv").write_text(
+        "id,score,name,vec\n1,0.5,ann,1 2\n2,-3,bob,3 4\n3,7.25,7,5 6\n"
+    )
+    schema = CsvSource(str(tmp_path / "d.csv")).infer_schema()
+    assert [(f.name, f.dtype) for f in schema.features] == [
+        ("id", "int64"),
+        ("score", "float32"),
+        ("name", "bytes"),
+        ("vec", "bytes"),
+    ]
+    declared = Schema.of(
+        Feature(name="id", dtype="int32"),
+        Feature(name="score", dtype="float64"),
+        Feature(name="name", dtype="bytes"),
+        Feature(name="vec", dtype="int64", shape=(2,)),
+    )
+    (tmp_path / "s.json").write_text(declared.model_dump_json())
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "out",
+        "--schema",
+        tmp_path / "s.json",
+        "--quiet",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["records"] == 3 and summary["schema"][3]["shape"] == [2]
+    got = read_back(tmp_path / "out")
+    assert [r["id"].item() for r in got] == [1, 2, 3]
+    assert [r["score"].item() for r in got] == [0.5, -3.0, 7.25]
+    assert [r["name"].item() for r in got] == [b"ann", b"bob", b"7"]
+    np.testing.assert_array_equal(np.stack([r["vec"] for r in got]), [[1, 2], [3, 4], [5, 6]])
+
+
+def test_csv_bad_cell_stops_with_its_row(tmp_path, cli):
+    (tmp_path / "d.csv").write_text("a,b\n1,2\n3,oops\n4,\n")
+    (tmp_path / "s.yaml").write_text(
+        "features:\n- {name: a, dtype: int64}\n- {name: b, dtype: float32}\n"
+    )
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "o",
+        "--schema",
+        tmp_path / "s.yaml",
+        "--quiet",
+        "--workers",
+        "1",
+    )
+    assert res.exit_code == 2
+    msg = " ".join(res.stderr.split())
+    where = "d.csv: line 3 (counted from 1, the header is line 1), column 'b'"
+    assert f"{where}: expected a number (float32), found 'oops'" in msg
+    assert "Traceback" not in res.output
+    res = cli(
+        "convert",
+        tmp_path / "d.csv",
+        "--out",
+        tmp_path / "o2",
+        "--schema",
+        tmp_path / "s.yaml",
+        "--quiet",
+        "--on-bad-row",
+        "skip",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rejected"] == 2
+    lines = [
+        json.loads(x)
+        for x in (tmp_path / "o2" / "d-train.rejects.jsonl").read_text().split("\n")
+        if x
+    ]  # noqa: E501
+    assert [(x["row"], x["line"]) for x in lines] == [(2, 3), (3, 4)]  # counted from 1
+    assert "empty cell" in lines[1]["error"] and "oops" in lines[0]["repr"]
