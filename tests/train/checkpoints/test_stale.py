@@ -2,8 +2,8 @@
 TF's ckpt-N_temp folder (and the evaluator its .best.tmp-PID). `remove_stale` removes the
 dead writers' own and nothing else, TF's only when the caller holds train.out_dir or no live
 process does; the next `train` (holding it) and `evaluate --watch` (beside a live trainer,
-as its own process; once that trainer is gone, through the command line in this process)
-clean up accordingly."""
+then once that trainer is gone) clean up accordingly, through the command line in this
+process (which plays the live trainer; its parent, a live evaluator)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _leftovers(run: Path, ckpts: Path, dead: int) -> dict[str, Path]:
         "final_temp": ckpts / f".FINAL.tmp-{dead}",
         "best_temp": run / f".best.tmp-{dead}",
         "best_old": run / f".best.old-{dead}",
-        "live_best": run / f".best.tmp-{os.getpid()}",  # a live evaluator's: kept
+        "live_best": run / f".best.tmp-{os.getppid()}",  # a live evaluator's: kept
         "not_ours": ckpts / "ckpt-8_temp.mine",
         "user_file": run / "notes.tmp",
     }
@@ -90,7 +90,7 @@ def test_watch_leaves_checkpoint_temps_to_a_live_trainer(tmp_path):
     made = _leftovers(run, run / "checkpoints", _dead_pid())
     args = ("evaluate", str(rf), "--watch", "--poll", "0.1", "--timeout", "60", *EVAL)
     with folder_lock(run, "tfperf train"):  # this live process holds train.out_dir
-        trainkit.tfperf(*args)
+        trainkit.tfperf_here(*args)
         # The evaluator's own dead temporaries go; the trainer's folder is left alone.
         gone = {n for n, p in made.items() if not p.exists()}
         assert gone == {"best_temp", "best_old"}
