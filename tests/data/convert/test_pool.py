@@ -1,11 +1,19 @@
 """data/convert/pool.py: worker processes write the same shards as one process, and a
-preprocess function that cannot be sent to them (a closure) runs in this process."""
+preprocess function that cannot be sent to them (a closure) runs in this process; the task
+is sent as the function, else the name or factory it can be rebuilt from."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 
+from tfperf.data.convert.options import PreprocessFactory
+from tfperf.data.convert.pool import sendable_task
 from tfperf.data.convert.run import convert
+from tfperf.data.convert.worker import ShardTask
+from tfperf.data.schema import Feature, Schema
 
 from helpers.convertkit import read_back, shard_bytes_of
 
@@ -35,3 +43,22 @@ def test_unpicklable_preprocess_runs_in_this_process(tmp_path):
     )
     assert len(m.splits["train"].shards) > 1
     assert [r["v"].item() for r in read_back(tmp_path / "o")] == list(range(5, 35))
+
+
+def test_the_task_is_sent_as_what_pickles():
+    schema = Schema.of(Feature(name="v", dtype="int64"))
+    task = ShardTask("o", "rows", None, schema, None, "", "error")
+
+    def closure(row):
+        return row
+
+    factory = PreprocessFactory("json:loads", {}, "a factory")
+    assert (
+        sendable_task(dataclasses.replace(task, preprocess=json.dumps), json.dumps)[0] is not None
+    )
+    sent, why = sendable_task(dataclasses.replace(task, preprocess=closure), closure)
+    assert sent is None and "closure" in why  # a local function has no name to import
+    sent, _ = sendable_task(dataclasses.replace(task, preprocess=closure), factory)
+    assert sent.preprocess is factory  # rebuilt by the workers instead
+    sent, _ = sendable_task(dataclasses.replace(task, preprocess="m:f"), "m:f")
+    assert sent.preprocess == "m:f"

@@ -1,6 +1,8 @@
-"""A full disk during `convert` (a real tmpfs that fills up midway): one error naming the
-output folder, its free space and about what the rest needs, exit 2, no traceback, no
-partial shard left; once space is freed `--resume` completes byte-identical shards."""
+"""data/convert/disk.py: the one error of a full disk and its estimate of what the rest
+needs (from the finished shards, else the plan). A full disk during `convert` (a real tmpfs
+that fills up midway): one error naming the output folder, its free space and about what the
+rest needs, exit 2, no traceback, no partial shard left; once space is freed `--resume`
+completes byte-identical shards."""
 
 from __future__ import annotations
 
@@ -9,8 +11,12 @@ import shutil
 
 import numpy as np
 
+from tfperf.data.convert.disk import convert_disk_full
+from tfperf.data.convert.resume import Progress
 from tfperf.data.convert.run import convert
+from tfperf.data.shards import plan_shards
 from tfperf.data.verify import verify_dir
+from tfperf.util.disk import DiskFullError
 
 ROWS = 3000
 ARGS = ["--shard-size", "16KiB", "--workers", "2", "--quiet"]
@@ -52,3 +58,26 @@ def test_full_disk_is_one_error_and_resume_completes_once_freed(tmp_path, cli, t
     assert got == want
     assert verify_dir(out).ok
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def _progress(tmp_path, finished: dict[int, dict]) -> Progress:
+    plan = plan_shards(1000, 250)  # 4 shards of 250 records
+    return Progress(tmp_path / "p.json", {}, plan, finished)
+
+
+def test_the_message_estimates_what_is_left_from_the_finished_shards(tmp_path):
+    done = {0: {"records": 250, "bytes": 250 * 400}}  # 400 bytes per record, measured
+    text = str(convert_disk_full(tmp_path, "train", _progress(tmp_path, done), 1 << 20))
+    assert text.startswith(f"convert into {tmp_path} (split 'train'): the disk holding")
+    assert "No space left on device" in text and " free of " in text
+    assert "the 3 shard(s) not yet written need about 293.0 KiB more (750 records at" in text
+    assert "~400 bytes)" in text and "(1 finished shard(s) are kept)" in text
+
+
+def test_before_any_shard_the_plan_estimates_and_after_all_only_the_manifest(tmp_path):
+    text = str(convert_disk_full(tmp_path, "eval", _progress(tmp_path, {}), 250 * 100))
+    assert "the 4 shard(s) not yet written need about 97.7 KiB more (1,000 records" in text
+    done = {i: {"records": 250, "bytes": 1000} for i in range(4)}
+    text = str(convert_disk_full(tmp_path, "eval", _progress(tmp_path, done), 1))
+    assert "every shard is written; manifest.json and the rejects file need a few KiB" in text
+    assert isinstance(convert_disk_full(tmp_path, "x", _progress(tmp_path, {}), 1), DiskFullError)

@@ -1,10 +1,12 @@
-"""A convert whose writer process dies (kill -9, the OOM killer) stops with an error naming
-the worker, the shard and the cause, instead of waiting forever; `--resume` then completes
-byte-identical shards."""
+"""data/convert/worker_watch.py: a dead worker of a real pool is named with its shard and
+the signal. A convert whose writer process dies (kill -9, the OOM killer) stops with an error
+naming the worker, the shard and the cause, instead of waiting forever; `--resume` then
+completes byte-identical shards."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -12,8 +14,11 @@ import time
 
 import numpy as np
 import psutil
+import pytest
 
+from tfperf.data.convert.options import ConvertError
 from tfperf.data.convert.run import convert
+from tfperf.data.convert.worker_watch import WorkerWatch
 from tfperf.data.shards import progress_name
 from tfperf.util.files import temp_name
 
@@ -83,3 +88,30 @@ def test_kill_9_of_one_worker_is_named_and_resume_completes(tmp_path, tfperf_exe
     want = {p.name: p.read_bytes() for p in (tmp_path / "ref").glob("d-train.tfrecord-*")}
     assert got == want
     assert not [p.name for p in (tmp_path / "o").iterdir() if p.name.startswith(".")]
+
+
+def test_a_dead_pool_process_is_named_with_its_shard_and_signal():
+    """WorkerWatch on a real pool: a worker known to write shard 3 is killed; the check names
+    it; a live pool passes the check."""
+    pool = multiprocessing.get_context("spawn").Pool(1)
+    try:
+        watch = WorkerWatch(pool, {3: "d-train.tfrecord-00003-of-00009"})
+        (pid,) = watch.procs
+        watch.check("o", lambda: None)  # alive: nothing to say
+        watch.started(3, pid)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while watch.procs[pid].exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(ConvertError) as err:
+            watch.check("o", lambda: None)
+        msg = str(err.value)
+        assert msg.startswith(f"--out o: worker process {pid} was killed by signal SIGKILL")
+        assert "while writing shard d-train.tfrecord-00003-of-00009" in msg and "dmesg" in msg
+        watch.finished(3)
+        assert watch.running == {}
+        assert watch._text(pid, 1).endswith(
+            "exited with code 1 while writing a shard it had just taken (no start notice yet)"
+        )
+    finally:
+        pool.terminate()

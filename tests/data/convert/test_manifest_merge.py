@@ -1,6 +1,8 @@
-"""`convert` into a folder that holds a dataset with another schema is refused, naming both
-schemas; `--overwrite` replaces the old splits (their shards go). A built-in workload's raw
-splits, whose schema differs on purpose, keep working."""
+"""data/convert/manifest_merge.py: how a split joins its folder's manifest (conflicts, its
+own schema, unknown keys kept, removed splits' files deleted); `convert` into a folder that
+holds a dataset with another schema is refused, naming both schemas; `--overwrite` replaces
+the old splits (their shards go). A built-in workload's raw splits, whose schema differs on
+purpose, keep working."""
 
 from __future__ import annotations
 
@@ -9,8 +11,17 @@ import json
 import numpy as np
 import pytest
 
+from tfperf.data.convert.manifest_merge import (
+    DatasetFields,
+    conflicts,
+    merge_split,
+    remove_splits,
+    split_files,
+)
 from tfperf.data.convert.run import ConvertError, convert
-from tfperf.data.manifest import load_manifest
+from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, load_manifest
+from tfperf.data.schema import Feature, Schema
+from tfperf.data.shards import LABELS_FILE
 from tfperf.data.verify import verify_dir
 
 
@@ -82,3 +93,55 @@ def test_json_summary_names_the_schema_of_the_split(tmp_path, cli):
     res = cli("convert", csv, "--out", tmp_path / "o", "--quiet", "--json")
     assert res.exit_code == 0, res.output
     assert [f["name"] for f in json.loads(res.stdout)["schema"]] == ["id", "score"]
+
+
+XY = Schema.of(Feature(name="x", dtype="int64"), Feature(name="y", dtype="int64"))
+RAW = Schema.of(Feature(name="raw", dtype="bytes"))
+FIELDS = DatasetFields("d", "", "d.csv", None, "deblur", False)
+
+
+def _split(name: str, split: str) -> SplitInfo:
+    shard = ShardInfo(
+        file=f"{name}-{split}.tfrecord-00000-of-00001", records=3, bytes=9, sha256="-"
+    )
+    return SplitInfo(shards=[shard], records=3)
+
+
+def test_another_schema_conflicts_except_beside_its_own_workloads_raw_splits():
+    m = merge_split(None, "train", _split("d", "train"), XY, FIELDS)
+    assert conflicts(m, "eval", XY, None) == []
+    assert conflicts(m, "eval", RAW, None) == ["train"]
+    assert conflicts(m, "train_raw", RAW, "deblur") == []  # the same workload: on purpose
+    assert conflicts(m, "train", RAW, "deblur") == ["train"]  # the split itself: never
+
+
+def test_a_split_of_another_schema_keeps_its_own():
+    m = merge_split(None, "train", _split("d", "train"), XY, FIELDS)
+    assert m.schema == XY and m.workload == "deblur" and m.source == "d.csv"
+    m = merge_split(m, "train_raw", _split("d", "train_raw"), RAW, FIELDS)
+    assert m.split_schema("train_raw") == RAW and m.split_schema("train") == XY
+    assert m.splits["train"].schema_ is None  # the manifest's schema
+    again = merge_split(m, "train", _split("d", "train"), XY, FIELDS)
+    assert set(again.splits) == {"train", "train_raw"} and again.schema == XY
+
+
+def test_replacing_the_only_split_keeps_the_manifests_unknown_keys():
+    m = merge_split(None, "train", _split("d", "train"), XY, FIELDS)
+    m = Manifest.model_validate({**m.model_dump(by_alias=True), "owner": "team-a"})
+    replaced = merge_split(m, "train", _split("e", "train"), RAW, FIELDS)
+    assert replaced.schema == RAW and replaced.model_extra == {"owner": "team-a"}
+
+
+def test_removed_splits_take_their_files_and_the_labels_of_a_dataset_gone(tmp_path):
+    m = merge_split(None, "train", _split("d", "train"), XY, FIELDS)
+    m.splits["train"].rejects_file = "d-train.rejects.jsonl"
+    m = merge_split(m, "eval", _split("d", "eval"), XY, FIELDS)
+    for name in [*split_files(m.splits["train"]), *split_files(m.splits["eval"]), LABELS_FILE]:
+        (tmp_path / name).write_text("x")
+    left = remove_splits(tmp_path, m, ["train"])
+    assert list(left.splits) == ["eval"] and set(m.splits) == {"train", "eval"}  # a copy
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "d-eval.tfrecord-00000-of-00001", LABELS_FILE,
+    ]  # fmt: skip
+    remove_splits(tmp_path, left, ["eval"])
+    assert list(tmp_path.iterdir()) == []
