@@ -1,6 +1,7 @@
 """data/pipeline.py on tiny real shards: order and determinism, shuffling and repeat,
-batched vs per-example parsing, the shuffle RAM budget, corrupt shards, sharding across
-input pipelines and every stop_after prefix."""
+batched vs per-example parsing, the shuffle RAM budget applied, corrupt shards, sharding
+across input pipelines and every stop_after prefix. The sizes themselves:
+test_pipeline_sizes.py."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from tfperf.data.pipeline import STAGES, make_dataset
 from tfperf.data.pipeline_sizes import (
     SHUFFLE_OVERHEAD_BYTES,
     PipelineError,
-    plan_shuffle_buffer,
 )
 from tfperf.data.schema import Feature, Schema
 from tfperf.errors import UserError
@@ -149,23 +149,6 @@ def test_batched_parse_equals_per_example_parse(tmp_path):
 
 
 # ---- the shuffle RAM budget -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("requested", "record_bytes", "budget_mb", "granted"),
-    [
-        (10_000, 194, 1024.0, 10_000),  # the chess workload's buffer of its records fits easily
-        (10_000, 824, 1.0, 2**20 // (824 + SHUFFLE_OVERHEAD_BYTES)),  # shrunk to the budget
-        (100, 0, 1.0, 100),  # an empty record still costs the overhead
-        (5, 2**20 - SHUFFLE_OVERHEAD_BYTES, 1.0, 1),  # exactly one record fits
-        (5, 2**20, 1.0, 0),  # not even one: shuffling is off
-        (0, 100, 1.0, 0),
-    ],
-)
-def test_plan_shuffle_buffer(requested, record_bytes, budget_mb, granted):
-    plan = plan_shuffle_buffer(requested, record_bytes, budget_mb)
-    assert plan.granted == granted
-    assert plan.requested_bytes == requested * (max(record_bytes, 0) + SHUFFLE_OVERHEAD_BYTES)
 
 
 def test_shuffle_over_budget_warns_with_sizes_and_shrinks_the_buffer(tmp_path):
@@ -343,24 +326,6 @@ def test_shuffle_budget_without_a_record_count_samples_the_record_size(tmp_path)
         )
 
 
-def test_skipped_per_epoch_reads_the_run_files_manifest(tmp_path):
-    from tfperf.config import config_from_dict
-    from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
-    from tfperf.inputs.datasets import skipped_per_epoch
-
-    files = write_shards(tmp_path)
-    shards = [
-        ShardInfo(file=Path(f).name, records=PER_SHARD, bytes=os.path.getsize(f), sha256="0" * 64)
-        for f in files
-    ]
-    split = SplitInfo(shards=shards, records=4 * PER_SHARD)
-    save_manifest(Manifest(name="t", schema=SCHEMA, splits={"train": split}), tmp_path)
-    cfg = config_from_dict({"data": {"dir": str(tmp_path)}, "pipeline": {"on_corrupt": "skip"}})
-    assert skipped_per_epoch(cfg) == 0
-    corrupt(files[3], record=45)
-    assert skipped_per_epoch(cfg) == 5
-
-
 def test_cache_preprocessed_in_training_replays_the_first_epoch(tmp_path):
     # The repeat comes after the cache: epoch 1 fills it, later epochs replay the same
     # batches (reordered). A repeat before the cache would fill it forever, never replay.
@@ -375,32 +340,6 @@ def test_cache_preprocessed_in_training_replays_the_first_epoch(tmp_path):
     # Batches keep their static size (drop_remainder), raw-bytes features included.
     assert ds.element_spec["img"].shape == (8, 2, 2)
     assert ds.element_spec["id"].shape == (8,)
-
-
-def test_cache_bytes_and_the_ram_warning():
-    from tfperf.data.pipeline_sizes import cache_bytes, warn_if_cache_exceeds_ram
-
-    spec = ({"b": tf.TensorSpec([8, 4], tf.float32)}, tf.TensorSpec([8, 1], tf.uint8))
-    assert cache_bytes(spec, 10) == 10 * (8 * 4 * 4 + 8)
-    assert cache_bytes(tf.TensorSpec([None, 4], tf.float32), 10) is None
-    with pytest.warns(UserWarning, match=r"cache_preprocessed: .* GiB of RAM"):
-        warn_if_cache_exceeds_ram(spec, 1e15)  # ~10^17 bytes: more than any machine
-
-
-@pytest.mark.parametrize(
-    ("record_bytes", "block"), [(245, 256), (55_000, 19), (2**21, 1), (0, 256)]
-)
-def test_read_block_is_about_a_megabyte_of_records(record_bytes, block):
-    from tfperf.data.pipeline_sizes import read_block
-
-    assert read_block(record_bytes) == block
-
-
-@pytest.mark.parametrize(("shuffle", "block"), [(10_000, 256), (1024, 64), (64, 16), (0, 16)])
-def test_read_block_leaves_the_shuffle_buffer_many_blocks(shuffle, block):
-    from tfperf.data.pipeline_sizes import read_block
-
-    assert read_block(245, shuffle) == block
 
 
 def test_a_small_shuffle_buffer_still_mixes_shards(tmp_path):

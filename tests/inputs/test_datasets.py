@@ -1,10 +1,12 @@
 """inputs/datasets.py: a run file's data section turned into datasets on tiny real shards:
 where the data is, the label split from the features, a fixed thread pool, a user's own
 `module:function` called with only the arguments it declares, the shards a pipeline reads
-and the mistakes named by their run-file key."""
+(and the records a corrupt one drops each epoch) and the mistakes named by their run-file
+key."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,14 @@ def test_mistakes_in_the_data_section_are_named(tmp_path, data):
     bad = config_from_dict({"workload": "chess", "workload_options": {"no_such_knob": 1}})
     with pytest.raises(UserError, match="workload_options for 'chess'"):
         workload_of(bad)
+
+
+def test_records_a_corrupt_shard_drops_each_epoch_are_counted(data, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    shard = sorted(copy.glob("train.tfrecord-*"))[1]
+    raw = bytearray(shard.read_bytes())
+    size = len(raw) // (N // 2)  # the shard's records are all the same size
+    raw[9 * size + size // 2] ^= 0xFF  # record 9's data: its CRC fails
+    shard.write_bytes(bytes(raw))
+    assert skipped_per_epoch(_cfg(copy, on_corrupt="skip")) == N // 2 - 9  # 9 read, 3 lost
