@@ -1,4 +1,4 @@
-"""`convert --tfds-metadata` (and data/tfds_export.write_tfds_metadata) writes TFDS's
+"""data/tfds_export.py: `convert --tfds-metadata` (and write_tfds_metadata) writes TFDS's
 dataset_info.json and features.json beside the shards: `tfds.builder_from_directory(DIR)`
 then loads every split with the same values, a split name with a '.' included."""
 
@@ -96,16 +96,3 @@ def test_gzip_shards_and_clashing_split_names_are_refused(tmp_path):
     convert(rows, tmp_path / "o", split="a_b", progress=False)
     with pytest.raises(TfdsExportError, match="'a.b' and 'a_b'"):
         write_tfds_metadata(tmp_path / "o")
-
-
-def test_export_tfds_command_on_an_existing_folder(tmp_path, cli):
-    rows = [_row(i) for i in range(9)]
-    out = tmp_path / "o"
-    convert(rows, out, schema=SCHEMA, name="plain", progress=False)
-    assert not (out / "dataset_info.json").exists()
-    res = cli("export-tfds", out)
-    assert res.exit_code == 0, res.output
-    assert "dataset_info.json" in res.stdout and "features.json" in res.stdout
-    _same(_load(out, "train"), rows)
-    res = cli("export-tfds", tmp_path / "nothing-here")
-    assert res.exit_code == 2 and "manifest.json" in res.stderr

@@ -1,19 +1,35 @@
-"""`tfperf inspect` and data/verify.py: the summary, and --verify naming each damaged
-shard with the byte offset of its first bad record (plain and GZIP shards)."""
+"""data/verify.py: TFRecord framing read and checked in Python (the bytes TensorFlow writes),
+and verify_dir (through `tfperf inspect --verify` too) naming each damaged shard with the
+byte offset of its first bad record (plain and GZIP shards), a missing shard and a count
+that differs from the manifest's."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import zlib
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tfperf.data.convert.run import convert
 from tfperf.data.manifest import load_manifest
 from tfperf.data.schema import Feature, Schema
-from tfperf.data.verify import HEADER_BYTES, RecordError, read_records, verify_dir
+from tfperf.data.verify import (
+    HEADER_BYTES,
+    RecordError,
+    file_sha256,
+    first_record,
+    frame,
+    index_tfrecord,
+    iter_tfrecord,
+    read_records,
+    scan_file,
+    sniff_compression,
+    verify_dir,
+)
 
 SCHEMA = Schema.of(
     Feature(name="id", dtype="int64"),
@@ -40,23 +56,6 @@ def make(tmp_path, compression=""):
 
 def offsets(path, compression=""):
     return [(o, len(d)) for o, d in read_records(path, compression)]
-
-
-def test_inspect_shows_splits_schema_and_an_example(tmp_path, cli):
-    root, m = make(tmp_path)
-    res = cli("inspect", root)
-    assert res.exit_code == 0, res.output
-    text = res.stdout  # the report, on stdout
-    assert m.splits["train"].shards[0].file in text and "40 records" in text
-    assert "float32" in text and "[4]" in text
-    res = cli("inspect", root, "--json")
-    desc = json.loads(res.stdout)
-    tr = desc["splits"]["train"]
-    assert tr["records"] == 40 and len(tr["shards"]) == len(m.splits["train"].shards)
-    assert tr["example"]["id"] == "int64 0" and tr["example"]["s"] == "b''"
-    assert [f["name"] for f in tr["schema"]] == ["id", "v", "s"]
-    res = cli("inspect", root, "--split", "nope")
-    assert res.exit_code == 2 and "no split 'nope'" in res.stderr
 
 
 def test_verify_clean_dataset(tmp_path, cli):
@@ -170,26 +169,33 @@ def test_gzip_flipped_byte_is_named(tmp_path, cli):
     assert load_manifest(root).compression == "GZIP"
 
 
-def test_reports_go_to_stdout_unwrapped_when_piped(tmp_path, cli, monkeypatch):
-    # The command line in this process: its stdout and stderr are captured, not a terminal.
-    monkeypatch.setenv("COLUMNS", "80")
-    deep = tmp_path / ("a folder with a rather long name " * 2).strip() / ("deeper_" * 8)
-    root, _ = make(deep)
-    np.savez(deep / "d.npz", x=np.arange(5))
-    res = cli("inspect", root, "--verify")
-    assert res.exit_code == 0, res.stderr
-    assert any(str(root) in line for line in res.stdout.splitlines()), res.stdout
-    assert "40 records" in res.stdout and "verified" in res.stdout
-    assert "records" not in res.stderr
-    res = cli("convert", deep / "d.npz", "--out", deep / "c")
-    assert res.exit_code == 0, res.stderr
-    assert any(f"{deep / 'c'}: split train: 5 records" in ln for ln in res.stdout.splitlines())
+def test_frames_are_tensorflows_and_read_back(tmp_path):
+    payloads = [b"", b"a", b"x" * 300]
+    with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as w:
+        for p in payloads:
+            w.write(p)
+    theirs = (tmp_path / "tf.tfrecord").read_bytes()
+    assert b"".join(frame(p) for p in payloads) == theirs
+    starts = [0, HEADER_BYTES + 4, 2 * (HEADER_BYTES + 4) + 1]
+    assert list(read_records(tmp_path / "tf.tfrecord")) == list(zip(starts, payloads, strict=True))
+    assert index_tfrecord(str(tmp_path / "tf.tfrecord")) == [
+        (s + HEADER_BYTES, len(p)) for s, p in zip(starts, payloads, strict=True)
+    ]
+    assert first_record(tmp_path / "tf.tfrecord") == b""
+    assert scan_file(tmp_path / "tf.tfrecord") == (3, None)
+    digest = hashlib.sha256(theirs).hexdigest()
+    assert file_sha256(tmp_path / "tf.tfrecord") == (digest, len(theirs))
 
 
-def test_float32_values_print_as_float32(tmp_path, cli):
-    rows = [{"v": np.float32(0.1), "w": np.array([0.1, 1 / 3], np.float32)}]
-    convert(rows, tmp_path / "o", progress=False)
-    res = cli("inspect", tmp_path / "o", "--json")
-    example = json.loads(res.stdout)["splits"]["train"]["example"]
-    assert example["v"] == "float32 0.1", example
-    assert example["w"] == "float32[2] [0.1, 0.33333334]", example
+def test_gzip_files_are_sniffed_and_read_without_their_crcs_checked(tmp_path):
+    plain = frame(b"one") + frame(b"two")
+    (tmp_path / "g.tfrecord").write_bytes(gzip.compress(plain))
+    (tmp_path / "p.tfrecord").write_bytes(plain)
+    assert sniff_compression(tmp_path / "g.tfrecord") == "GZIP"
+    assert sniff_compression(tmp_path / "p.tfrecord") == ""
+    assert list(iter_tfrecord(str(tmp_path / "g.tfrecord"))) == [b"one", b"two"]
+    (tmp_path / "cut.tfrecord").write_bytes(plain[:-3])
+    with pytest.raises(ValueError, match="cut.tfrecord: bad record at byte 19: truncated record"):
+        list(iter_tfrecord(str(tmp_path / "cut.tfrecord")))
+    good, err = scan_file(tmp_path / "cut.tfrecord")
+    assert good == 1 and err.offset == len(frame(b"one"))
