@@ -56,7 +56,7 @@ def infer_feature(name: str, value: Any, where: str = "row") -> Feature:
         return Feature(name=name, dtype="bool")
     if isinstance(value, int):
         return Feature(name=name, dtype="int64")
-    if isinstance(value, float):
+    if isinstance(value, float) and not isinstance(value, np.generic):  # np.float64 is a float
         return Feature(name=name, dtype="float32")  # Python floats: float32 (ML default)
     if value is None:
         raise SourceError(f"{where}: feature '{name}' is None; cannot infer its type")

@@ -47,7 +47,8 @@ class IterableSource(RowSource):
             if not hasattr(self, "_it"):
                 self._it = iter(self._rows)
             self._head.extend(itertools.islice(self._it, n - len(self._head)))
-        return [dict(r) for r in self._head[:n]]
+        # A row that is no dict is returned as it is: inference and the writer name it.
+        return [dict(r) if isinstance(r, Mapping) else r for r in self._head[:n]]
 
     head = peek  # a one-pass iterable keeps its first rows for `iterate`
 
