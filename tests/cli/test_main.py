@@ -1,16 +1,16 @@
-"""--help of every command, rendered wide (COLUMNS=200): paragraphs flow as one line each
-instead of keeping the source's hard line breaks, and literal brackets and braces show as
-written (rich markup is escaped)."""
+"""cli/main.py: the `tfperf` app's --help of every command, rendered wide (COLUMNS=200) in this
+process: paragraphs flow as one line each instead of keeping the source's hard line breaks
+(reflow), literal brackets and braces show as written (rich markup is escaped), and the
+command list has one line per command, in the documented order."""
 
 from __future__ import annotations
 
 import functools
 
 import pytest
+from typer.testing import CliRunner
 
-from tfperf.cli.main import COMMANDS
-
-from helpers.clikit import run_tfperf
+from tfperf.cli.main import COMMANDS, app, reflow
 
 # (command, a sentence that the help source breaks over two lines).
 SENTENCES = [
@@ -59,9 +59,10 @@ SENTENCES = [
 
 @functools.cache
 def help_text(*command: str) -> str:
-    """`tfperf COMMAND --help` of a real process, 200 columns wide (each command's once)."""
-    res = run_tfperf(*command, "--help", env={"COLUMNS": "200"})
-    assert res.returncode == 0, res.stderr
+    """`tfperf COMMAND --help` through the app in this process, 200 columns wide (each
+    command's once)."""
+    res = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
     return res.stdout
 
 
@@ -85,3 +86,23 @@ def test_command_list_has_one_line_per_command():
     names = [row.split()[0] for row in rows]
     # A description that continued on a line of its own would start without a command name.
     assert names == [name.replace("_", "-") for name in COMMANDS], top
+
+
+def test_reflow_joins_paragraph_lines_and_keeps_indented_items():
+    text = """
+        A sentence broken
+        over two lines.
+
+        Keys:
+          a: the first item,
+            continued deeper
+          b: the second
+
+        \b
+        Last paragraph.
+    """
+    assert reflow(text) == (
+        "A sentence broken over two lines.\n\n"
+        "Keys:\n  a: the first item, continued deeper\n  b: the second\n\n"
+        "Last paragraph."
+    )

@@ -1,0 +1,142 @@
+"""cli/common.py: what every command shares. TensorFlow's start-up lines (absl's "before
+absl::InitializeLog()", cpu_feature_guard, oneDNN, CUDA factory registrations, xprof's "No
+UnifiedProfileProcessor") stay off a command's stderr by default and come back with the
+global --verbose option (a real process: its fd 2 is the point); a user's mistake is one
+paragraph and exit 2, Ctrl-C exit 130; while a command runs, whatever else prints to stdout
+goes to stderr, its report staying on stdout, laid out for COLUMNS (or 100) columns when
+piped."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from tfperf.cli.common import (
+    REPORT_WIDTH,
+    print_json,
+    report_width,
+    tensorflow_startup_filtered,
+    user_errors,
+)
+from tfperf.errors import UserError
+
+from helpers.clikit import TFPERF, tiny_dataset
+
+NOISE = re.compile(r"absl::InitializeLog|cpu_feature_guard|oneDNN|UnifiedProfileProcessor")
+
+
+def user_env() -> dict[str, str]:
+    """The environment of a user who has not set TF_CPP_MIN_LOG_LEVEL."""
+    return {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
+@functools.cache
+def startup_lines() -> list[str]:
+    """What importing TensorFlow prints on this machine with every C++ log shown (one
+    process, asked once)."""
+    code = "import tensorflow as tf; tf.constant(1) + 1"
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=user_env(), capture_output=True, text=True, timeout=120
+    )
+    return [line for line in res.stderr.splitlines() if NOISE.search(line)]
+
+
+def test_startup_lines_only_with_verbose(tmp_path):
+    expected = startup_lines()
+    if not expected:
+        pytest.skip("this TensorFlow build prints no start-up lines")
+    data = tiny_dataset(tmp_path / "tiny")
+    quiet = subprocess.run(
+        [TFPERF, "inspect", str(data)], env=user_env(), capture_output=True, text=True
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert not NOISE.search(quiet.stderr), quiet.stderr
+    loud = subprocess.run(
+        [TFPERF, "--verbose", "inspect", str(data)], env=user_env(), capture_output=True, text=True
+    )
+    assert loud.returncode == 0, loud.stderr
+    assert NOISE.search(loud.stderr), loud.stderr
+    assert "x1" in quiet.stdout + quiet.stderr  # the report itself is there either way
+
+
+def test_filter_keeps_other_lines_written_to_fd_2(capfd):
+    # C++ writes straight to file descriptor 2, past Python's sys.stderr.
+    with tensorflow_startup_filtered():
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called\n")
+        os.write(2, b"I0000 00:00:1.0 1 cpu_feature_guard.cc:227] This TensorFlow binary\n")
+        os.write(2, b"To enable the following instructions: AVX2 FMA, in other operations\n")
+        os.write(2, b"E0000 cuda_dnn.cc:8579] Unable to register cuDNN factory\n")
+        os.write(2, b"a real problem\n")
+    assert capfd.readouterr().err == "a real problem\n"
+
+
+def test_verbose_is_a_global_option(cli):
+    assert "--verbose" in cli("--help").stdout
+
+
+def test_import_hook_filters_the_startup_lines_of_import_tensorflow():
+    if not startup_lines():
+        pytest.skip("this TensorFlow build prints no start-up lines")
+    # Log level 0 lets TensorFlow print them: only the filter around the import is left.
+    code = (
+        "from tfperf.cli.common import quiet_tensorflow\n"
+        "quiet_tensorflow()\n"
+        "import tensorflow as tf\n"
+        "tf.constant(1) + 1\n"
+        "import sys; print('after import', file=sys.stderr)\n"
+    )
+    env = {**user_env(), "TF_CPP_MIN_LOG_LEVEL": "0"}
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert not NOISE.search(res.stderr), res.stderr
+    assert "after import" in res.stderr
+
+
+def _failing(exc: BaseException):
+    @user_errors
+    def command() -> None:
+        raise exc
+
+    return command
+
+
+def test_a_users_mistake_is_one_paragraph_and_exit_2(capsys):
+    with pytest.raises(typer.Exit) as out:
+        _failing(UserError("data.dir: expected a folder, found [3]"))()
+    assert out.value.exit_code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: data.dir: expected a folder, found [3]"  # brackets as written
+    with pytest.raises(typer.Exit) as out:
+        _failing(FileNotFoundError("run.yaml"))()
+    assert out.value.exit_code == 2
+    with pytest.raises(typer.Exit) as out:
+        _failing(KeyboardInterrupt())()
+    assert out.value.exit_code == 130 and "interrupted" in capsys.readouterr().err
+    with pytest.raises(ValueError):  # a bug is not a user's mistake: its traceback shows
+        _failing(ValueError("bug"))()
+
+
+def test_others_print_to_stderr_while_the_report_goes_to_stdout(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "123")
+
+    @user_errors
+    def command() -> None:
+        print("Found 3 files")  # the user's code, or Keras
+        print_json({"rate": 1.5})
+        assert report_width() == 123  # piped: COLUMNS
+        monkeypatch.setenv("COLUMNS", "wide")
+        assert report_width() == REPORT_WIDTH
+
+    command()
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"rate": 1.5}
+    assert out.err == "Found 3 files\n"
