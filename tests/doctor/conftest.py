@@ -1,7 +1,11 @@
 """Fixtures of the doctor's tests: `evidence`, what the rules read, built on a real dataset's
 graph with neutral rates that each test overrides; `slow_map_evidence`, the same for an
 input-bound run whose map takes most of the time; `record_files`, four small TFRecord
-files."""
+files; `tfperf_data`, shards and manifest.json as `tfperf convert` lays them out.
+
+The tests mirror the package: tests/doctor/<subpackage>/test_<module>.py tests
+src/tfperf/doctor/<subpackage>/<module>.py (these fixtures apply to every folder below);
+the end-to-end runs of `tfperf doctor` stay here."""
 
 from __future__ import annotations
 
@@ -65,3 +69,41 @@ def record_files(tmp_path):
                 w.write(f"file{f}-record{i}".encode())
         files.append(path)
     return files
+
+
+@pytest.fixture
+def tfperf_data():
+    """write(root, n=512, shards=4) -> root: `n` examples (x: float32[DIM], y: float32[1]) of
+    helpers.slow_pipelines in `shards` shards plus manifest.json, as `tfperf convert` lays
+    them out (the same shards for the train and eval splits)."""
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
+    from tfperf.data.schema import Feature, Schema
+
+    from helpers import slow_pipelines as sp
+
+    def write(root: Path, n: int = 512, shards: int = 4) -> Path:
+        schema = Schema.of(
+            Feature(name="x", dtype="float32", shape=(sp.DIM,)),
+            Feature(name="y", dtype="float32", shape=(1,)),
+        )
+        x, y = sp.arrays(n)
+        root.mkdir(parents=True, exist_ok=True)
+        per = n // shards
+        infos = []
+        for s in range(shards):
+            name = f"train.tfrecord-{s:05d}-of-{shards:05d}"
+            with tf.io.TFRecordWriter(str(root / name)) as w:
+                for i in range(s * per, (s + 1) * per):
+                    w.write(schema.encode({"x": x[i], "y": y[i]}))
+            size = (root / name).stat().st_size
+            infos.append(ShardInfo(file=name, records=per, bytes=size, sha256="0" * 64))
+        split = SplitInfo(shards=infos, records=per * shards)
+        splits = {"train": split, "eval": split}
+        save_manifest(Manifest(name="t", schema=schema, splits=splits), root)
+        return root
+
+    return write

@@ -91,3 +91,11 @@ def test_help_explains_every_option(tmp_path):
     assert res.returncode == 0
     for opt in ("--set", "--json", "--fix", "--max-steps", "--repeats", "--out"):
         assert opt in res.stdout
+
+
+def test_allow_names_a_wrong_value(cli, tmp_path):
+    res = cli("doctor", "--allow", "precision,speed", "--set", "workload=regression")
+    assert res.exit_code == 2, res.output
+    assert "--allow: expected a comma-separated list of precision, batch, found 'speed'" in (
+        res.stderr
+    )

@@ -1,15 +1,12 @@
 """What `tfperf doctor --fix` writes: for a `data.pipeline: module:function` run file the
 module RUNFILE.optimized.py (the user's function + the kept rewrites) and the run file
-pointing at it, which `tfperf train` trains on; for tfperf's own pipeline the original run
-file with only the changed keys, comments kept; nothing when nothing was kept. `tfperf`
-runs in this process (the `cli` fixture)."""
+pointing at it, which `tfperf train` trains on; nothing when nothing was kept. `tfperf`
+runs in this process (the `cli` fixture). The files on their own: fix/test_pipeline_file.py
+(the module, the code edits) and fix/test_runfile.py (the run file, comments kept)."""
 
 from __future__ import annotations
 
 import yaml
-
-from tfperf.config import load_config
-from tfperf.doctor.fix.runfile import write_run_file
 
 # Short measurements: the user's slow map loses to its fix by far more than the noise.
 FAST = "{steps: 4, warmup: 2, repeats: 2, min_seconds: 0.1, what_ifs: []}"
@@ -104,60 +101,3 @@ def test_fix_writes_nothing_when_nothing_is_kept(tmp_path, cli):
     # no optimized run file: only the run folder (train.out_dir) with the doctor's result
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml", "runs"]
     assert [p.name for p in (tmp_path / "runs" / "default").iterdir()] == ["doctor.json"]
-
-
-def test_optimized_run_file_keeps_comments_and_changes_only_the_kept_keys(tmp_path):
-    original = (
-        "# tuned by hand, mostly\n"
-        "data:\n"
-        "  dir: data   # converted shards\n"
-        "  label: y\n"
-        "pipeline:\n"
-        "  batch_size: 32  # fits the GPU\n"
-        "  parse: per_example\n"
-        "  prefetch: 1\n"
-        "doctor: {steps: 4}\n"
-    )
-    run_file = tmp_path / "run.yaml"
-    run_file.write_text(original)
-    cfg = load_config(run_file)
-    out = tmp_path / "run.optimized.yaml"
-    changes = {"pipeline.parse": "batched", "pipeline.prefetch": "auto", "train.precision": "f"}
-    write_run_file(cfg, changes, out, "# header\n")
-    text = out.read_text()
-    assert text.startswith("# header\n# tuned by hand, mostly\n")
-    for line in ("  dir: data   # converted shards", "  batch_size: 32  # fits the GPU"):
-        assert line in text.splitlines()
-    assert "doctor: {steps: 4}" in text  # a flow mapping stays one
-    data = yaml.safe_load(text)
-    assert data["pipeline"] == {"batch_size": 32, "parse": "batched", "prefetch": "auto"}
-    assert data["train"] == {"precision": "f"}  # a section the file lacked is added
-    assert data["data"] == {"dir": "data", "label": "y"}
-
-
-def test_pipeline_module_written_elsewhere_finds_the_users_function(tmp_path):
-    from types import SimpleNamespace
-
-    from tfperf.doctor.fix.pipeline_file import write_optimized_pipeline
-    from tfperf.util.imports import load_object
-
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "far_pipe.py").write_text("def make(batch_size=3):\n    return ['data', batch_size]\n")
-    (proj / "run.yaml").write_text("data:\n  pipeline: far_pipe:make  # mine\n")
-    cfg = load_config(proj / "run.yaml")
-    result = SimpleNamespace(
-        pipeline_changes=["prefetch at the end"], run_file_changes={}, code_edits=["an edit"]
-    )
-    out = tmp_path / "elsewhere" / "run.optimized.yaml"
-    header = "# written by `tfperf doctor --fix`: training 1 -> 2 examples/s (2.00x)\n"
-    written = write_optimized_pipeline(cfg, result, out, header)
-    assert written == [str(out.with_suffix(".py")), str(out)]
-    fixed = load_config(out)
-    assert fixed.data.pipeline == "run.optimized.py:make_dataset"
-    assert "# mine" in out.read_text()
-    # loaded as the run file names it; only the arguments the user's function declares
-    # are passed, and evaluation reads the user's pipeline as it is
-    make = load_object(fixed.data.pipeline, field="data.pipeline", search_dir=str(out.parent))
-    assert make(training=False, batch_size=5, split="eval", config=fixed) == ["data", 5]
-    assert "an edit" in out.with_suffix(".py").read_text()

@@ -2,7 +2,7 @@
 order the shuffle gave them in the first epoch and replays that order in every later epoch,
 so the shuffle is frozen (tf.data's guide: shuffle after calling cache). It reads the graph
 only and measures nothing; like every module here it registers itself, so this file and its
-test (tests/doctor/test_rule_cache_after_shuffle.py) are the whole rule.
+test (tests/doctor/rules/test_cache_after_shuffle.py) are the whole rule.
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""The doctor's diagnosis (doctor/diagnosis/diagnose.py) on a suite of deliberately slow
+pipelines (tests/helpers/slow_pipelines.py): each names its own problem first, every
+measurement a real positive number; the compute-side findings on well-fed models; a dataset
+handed in place of the run file's pipeline; and the verdict's thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfperf.config import config_from_dict
+from tfperf.doctor.diagnosis.diagnose import diagnose
+from tfperf.observe.feed import verdict_for
+
+from helpers import slow_pipelines as sp
+
+# Input cases time no compute what-ifs (their rules are tested on their own in rules/).
+FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
+
+
+def run_cfg(name: str, model: str = "tiny_model", data_dir: str | None = None, **sections):
+    data = {"pipeline": f"helpers.slow_pipelines:{name}"}
+    if data_dir:
+        data["dir"] = data_dir
+    cfg = {
+        "data": data,
+        "model": {"name": f"helpers.slow_pipelines:{model}", "loss": "mse"},
+        "pipeline": {"batch_size": 32},
+        "doctor": dict(FAST),
+    }
+    for key, value in sections.items():
+        cfg.setdefault(key, {}).update(value)
+    return config_from_dict(cfg)
+
+
+def test_verdict_thresholds():
+    assert verdict_for(0.25) == "highly input-bound"
+    assert verdict_for(0.20) == "highly input-bound"
+    assert verdict_for(0.07) == "moderately input-bound"
+    assert verdict_for(0.01) == "not input-bound"
+
+
+# ---- one slow pipeline per finding: the doctor names it first --------------------------------
+CASES = [
+    ("py_function", "py_function", {}),
+    ("per_example_parse", "per_example_parse", {}),
+    ("per_example_map", "per_example_map", {}),
+    ("sequential_map", "sequential_map", {}),
+    ("no_prefetch", "no_prefetch", {}),
+    ("no_cache", "no_cache", {}),
+    ("no_interleave", "no_interleave", {}),
+    ("deterministic", "deterministic", {}),
+    ("from_generator", "from_generator", {}),
+    ("float64", "float64", {}),
+    ("shuffle_over_budget", "shuffle_over_budget", {"pipeline": {"shuffle_ram_mb": 0.1}}),
+]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("records")
+    sp.write_records(root)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def diagnosed(records):
+    """diagnosed(name, model, sections): the diagnosis of run_cfg(name, model, ...) on the
+    records, measured once in this module; the tests reading the same run share it."""
+    done: dict[str, Any] = {}
+
+    def get(name: str, model: str = "tiny_model", sections: dict | None = None) -> Any:
+        key = repr((name, model, sorted((sections or {}).items())))
+        if key not in done:
+            done[key] = diagnose(run_cfg(name, model, data_dir=records, **(sections or {})))
+        return done[key]
+
+    return get
+
+
+@pytest.mark.parametrize(("pipeline", "code", "extra"), CASES, ids=[c[0] for c in CASES])
+def test_slow_pipeline_named_first(pipeline, code, extra, diagnosed):
+    model = "wide_tiny_model" if pipeline == "shuffle_over_budget" else "tiny_model"
+    check_named_first(diagnosed(pipeline, model, extra), code)
+
+
+# The compute-side findings: a well-fed model that a bigger batch or another precision helps.
+# Each model's step has a fixed cost (a sleep), so the other core's load cannot make the
+# cheap input look like the limit.
+COMPUTE_CASES = [
+    ("small_batch", "clean", "step_cost_model", 2, ["batch"]),
+    ("precision", "wide_clean", "float32_slow_model", 64, ["precision"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("code", "pipeline", "model", "batch", "what_ifs"),
+    COMPUTE_CASES,
+    ids=[c[0] for c in COMPUTE_CASES],
+)
+def test_compute_finding_named_first(code, pipeline, model, batch, what_ifs):
+    cfg = run_cfg(pipeline, model, pipeline={"batch_size": batch}, doctor={"what_ifs": what_ifs})
+    diag = check_named_first(diagnose(cfg), code)
+    assert diag.findings[0].kind == "compute" and diag.findings[0].expected_speedup > 1
+
+
+def check_named_first(diag, code):
+    assert diag.findings, f"no findings; verdict {diag.verdict}; variants {diag.variants}"
+    first = diag.findings[0]
+    assert first.code == code, [f.code for f in diag.findings]
+    assert first.evidence and first.change and first.expected
+    if first.kind == "input":
+        assert diag.verdict != "not input-bound"
+    # every measurement is a real positive number
+    assert diag.pipeline.examples_per_s.median > 0 and diag.compute.examples_per_s.median > 0
+    assert 0.0 <= diag.input_bound_fraction <= 1.0
+    return diag
+
+
+def test_input_bound_pipeline_reports_slowest_stage(diagnosed):
+    diag = diagnosed("no_cache")
+    assert diag.verdict == "highly input-bound"
+    assert diag.slowest_stage is not None and diag.slowest_stage.startswith("map#")
+    d = diag.to_dict()
+    assert d["findings"][0]["code"] == "no_cache"
+    assert {"pipeline", "compute_limit", "training", "stages"} <= set(d)
+
+
+def test_float64_measured_against_float32_inputs(diagnosed):
+    diag = diagnosed("float64")  # no compute what-ifs (FAST)
+    assert "float32 inputs" in diag.variants and diag.variants["float32 inputs"] > 0
+    f = next(f for f in diag.findings if f.code == "float64")
+    assert "features" in f.evidence
+
+
+def test_dataset_argument_replaces_the_run_file_pipeline():
+    x = np.ones((64, sp.DIM), "float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16).map(lambda a, b: (a * 2, b))
+    cfg = run_cfg("clean")
+    diag = diagnose(cfg, dataset=ds)
+    assert diag.batch_size == 16
+    assert any(f.code == "no_prefetch" for f in diag.findings) or diag.verdict == "not input-bound"
+
+
+# ---- what a resume loses: an iterator TensorFlow cannot save -----------------------------------
+def test_a_generator_fed_pipeline_cannot_be_checkpointed(diagnosed):
+    diag = diagnosed("from_generator")
+    f = next(f for f in diag.findings if f.code == "input_not_checkpointable")
+    assert "from_generator" in f.evidence and "PyFunc is stateful" in f.evidence
+    assert (
+        "train.checkpoint_input=false" in f.change and "restarts the input pipeline" in f.expected
+    )
+    assert f.kind == "resume" and f.expected_speedup is None

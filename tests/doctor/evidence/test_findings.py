@@ -1,0 +1,105 @@
+"""What the doctor concludes, as plain data (doctor/evidence/findings.py): the verdict first
+(how input-bound, the two rates, the side to work on; against a target's rate when one is
+given), whether --fix tries input changes, and the --json form with its rounded rates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfperf.doctor.evidence.cost_model import Costs
+from tfperf.doctor.evidence.findings import (
+    Diagnosis,
+    Finding,
+    StageTiming,
+    rate_json,
+    training_json,
+)
+from tfperf.measure import Measurement, Run
+
+
+def measured(name: str, rate: float, wait: float = 0.0) -> Measurement:
+    """Two one-second repeats at `rate` examples/s in batches of 10, waiting `wait` s each."""
+    runs = [Run(1.0, int(rate) // 10, int(rate), wait_seconds=wait) for _ in range(2)]
+    return Measurement(name, runs)
+
+
+def diagnosis(pipeline: float, compute: float, wait: float, verdict: str, **kw) -> Diagnosis:
+    finding = Finding("no_prefetch", "t", "batch#1", "e", "c", "x", 1.5, "input", 1)
+    return Diagnosis(
+        "tf.data.Dataset",
+        "m",
+        10,
+        "float32",
+        measured("pipeline", pipeline),
+        measured("compute limit", compute),
+        measured("training", min(pipeline, compute) * (1 - wait), wait),
+        [StageTiming(1, "batch#1", "batch", pipeline, 12.345)],
+        "batch#1",
+        verdict,
+        [finding],
+        **kw,
+    )
+
+
+def test_the_headline_names_the_side_to_work_on():
+    slow_input = diagnosis(500.0, 2000.0, 0.5, "highly input-bound").headline()
+    assert slow_input == (
+        "verdict: highly input-bound (input wait 50% of training); the pipeline alone gives "
+        "500 examples/s, the model takes 2,000: work on the input pipeline"
+    )
+    shared = diagnosis(3000.0, 2000.0, 0.1, "moderately input-bound").headline()
+    assert shared.endswith(
+        "work on the input pipeline's share of the CPU (input and model share it)"
+    )
+    model = diagnosis(3000.0, 2000.0, 0.0, "not input-bound").headline()
+    assert model.endswith("work on the model's step (the input keeps up)")
+
+
+def test_a_target_judges_the_pipeline_alone():
+    behind = diagnosis(3000.0, 2000.0, 0.0, "not input-bound", target=10_000.0)
+    assert behind.input_bound_on_target and behind.input_trials
+    head = behind.headline()
+    assert head.startswith(
+        "verdict: input-bound on the target: the pipeline alone gives 3,000 examples/s; the "
+        "target needs 10,000 (~4 tf.data service workers like this host"
+    )
+    assert head.endswith(
+        "on this host: " + diagnosis(3000.0, 2000.0, 0.0, "not input-bound").headline()
+    )
+    ahead = diagnosis(3000.0, 2000.0, 0.0, "not input-bound", target=1000.0)
+    assert not ahead.input_bound_on_target and not ahead.input_trials
+    assert ahead.headline().startswith(
+        "verdict: the pipeline keeps up with the target (3,000 >= 1,000"
+    )
+
+
+def test_input_trials_only_where_the_input_waits():
+    assert diagnosis(500.0, 2000.0, 0.5, "highly input-bound").input_trials
+    assert not diagnosis(3000.0, 2000.0, 0.0, "not input-bound").input_trials
+
+
+def test_the_json_form_rounds_the_rates_and_keeps_every_field():
+    costs = Costs(500.0, 1e-3, 2000.0, 2e-4, cores=2)
+    diag = diagnosis(500.0, 2000.0, 0.5, "highly input-bound", variants={"v": 123.456}, costs=costs)
+    d = json.loads(json.dumps(diag.to_dict()))  # plain JSON all the way
+    assert d["headline"] == diag.headline() and d["input_bound_fraction"] == 0.5
+    assert d["pipeline"] == {
+        "examples_per_s": 500.0,
+        "batches_per_s": 50.0,
+        "examples_per_batch": 10.0,
+        "seconds": 2.0,
+    }
+    assert d["training"]["wait_s"] == 1.0 and d["training"]["input_bound_fraction"] == 0.5
+    assert d["variants"] == {"v": 123.5} and d["costs"]["cores"] == 2
+    assert d["stages"][0]["us_per_example"] == pytest.approx(12.345)
+    assert d["findings"][0]["code"] == "no_prefetch" and d["findings"][0]["saves_wall"] is None
+    assert diagnosis(500.0, 2000.0, 0.5, "highly input-bound").to_dict()["costs"] is None
+
+
+def test_rate_json_and_training_json():
+    m = measured("training", 1234.567, wait=0.25)
+    assert rate_json(m)["examples_per_s"] == 1234.0  # int(rate) examples in one second
+    t = training_json(m)
+    assert t["wait_s"] == 0.5 and t["wall_s"] == 2.0 and t["input_bound_fraction"] == 0.25

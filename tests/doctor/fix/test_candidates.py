@@ -1,0 +1,124 @@
+"""The candidates of `tfperf doctor --fix` on any tf.data.Dataset (doctor/fix/candidates.py):
+each graph rewrite offered where the graph has something for it, in the order they are
+tried, under its rule's label; a rewrite that would change nothing is not applicable (timing
+a no-op lets the noise decide); the cache of decoded files is tried whenever it fits, with or
+without a finding; the input's own threads only as the diagnosis timed them."""
+
+from __future__ import annotations
+
+import collections
+from types import SimpleNamespace
+
+import psutil
+import tensorflow as tf
+
+from tfperf.doctor.evidence.evidence import THREADS_VARIANT
+from tfperf.doctor.evidence.findings import Finding
+from tfperf.doctor.fix.candidates import PARALLEL_BATCH, dataset_candidates, default_budget
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rules.cache import CACHE_PREFIX
+from tfperf.doctor.rules.parallel import MAP_OPTIONS, NONDETERMINISTIC, PARALLEL_MAPS
+from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
+from tfperf.doctor.rules.pipeline_end import PREFETCH_END
+from tfperf.doctor.rules.ram import CAP_SHUFFLE
+from tfperf.doctor.rules.threads import INPUT_THREADS
+
+N = 20
+
+
+def write_files(tmp_path) -> list[str]:
+    paths = []
+    for i in range(N):
+        p = tmp_path / f"f{i:02d}.txt"
+        p.write_text(f"{i} {i * i}")
+        paths.append(str(p))
+    return paths
+
+
+def decode(path):
+    text = tf.io.read_file(path)
+    return tf.strings.to_number(tf.strings.split(text, " "), tf.int64)
+
+
+def users_pipeline(paths: list[str], buffer: int = N) -> tf.data.Dataset:
+    ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(buffer)  # list_files' shuffle
+    return ds.map(decode).batch(4).prefetch(tf.data.AUTOTUNE)
+
+
+def epoch(ds: tf.data.Dataset) -> list[tuple[int, int]]:
+    return [tuple(int(v) for v in row) for batch in ds for row in batch.numpy()]
+
+
+def test_the_cache_is_tried_without_a_finding_whenever_there_is_work_to_cache(tmp_path):
+    """Issue 19: a cache of decoded files that fits the RAM budget is tried by --fix even
+    when no no_cache finding asked for it (the trial measures it); not where the pipeline
+    caches already, nor where nothing deterministic is worth caching."""
+    no_findings = SimpleNamespace(findings=[], variants={})
+    decoded = users_pipeline(write_files(tmp_path))
+    cands = dict(dataset_candidates(lint.read_graph(decoded), decoded, no_findings))
+    assert CACHE_PREFIX.label in cands
+    cached = cands[CACHE_PREFIX.label](decoded, lint.read_graph(decoded))
+    assert cached is not None and "cache" in [s.kind for s in lint.read_graph(cached).stages]
+    assert collections.Counter(epoch(cached)) == collections.Counter(epoch(decoded))
+    for ds in (
+        decoded.cache(),  # cached already
+        tf.data.Dataset.range(100).shuffle(100).batch(10),  # nothing to cache
+    ):
+        labels = [name for name, _ in dataset_candidates(lint.read_graph(ds), ds, no_findings)]
+        assert CACHE_PREFIX.label not in labels, labels
+
+
+NO_FINDINGS = SimpleNamespace(findings=[], variants={})
+
+
+def _labels(ds: tf.data.Dataset, diag=NO_FINDINGS) -> list[str]:
+    return [name for name, _ in dataset_candidates(lint.read_graph(ds), ds, diag)]
+
+
+def test_the_candidates_follow_what_the_graph_holds():
+    plain = tf.data.Dataset.range(64).batch(8)
+    assert _labels(plain) == [
+        VECTORIZE.label,
+        BATCH_FIRST.label,
+        MAP_OPTIONS.label,
+        NONDETERMINISTIC.label,
+        PREFETCH_END.label,
+        PARALLEL_BATCH.label,  # a plain batch; no map to make parallel, no shuffle to cap
+    ]
+    shuffled = tf.data.Dataset.range(64).map(lambda x: x * 2).shuffle(8).batch(8)
+    labels = _labels(shuffled)
+    assert PARALLEL_MAPS.label in labels and CAP_SHUFFLE.label in labels
+
+
+def test_a_rewrite_that_would_change_nothing_is_not_applicable():
+    options = tf.data.Options()
+    options.experimental_optimization.map_parallelization = True
+    options.autotune.enabled = True
+    tuned = tf.data.Dataset.range(64).map(lambda x: x * 2).batch(8)
+    tuned = tuned.prefetch(tf.data.AUTOTUNE).with_options(options)
+    graph = lint.read_graph(tuned)
+    cands = dict(dataset_candidates(graph, tuned, NO_FINDINGS))
+    assert cands[PREFETCH_END.label](tuned, graph) is None  # ends in an autotuned prefetch
+    assert cands[NONDETERMINISTIC.label](tuned, graph) is None  # no parallel stage
+    assert cands[MAP_OPTIONS.label](tuned, graph) is None  # the options are on
+    raw = tf.data.Dataset.range(64).map(lambda x: x * 2).batch(8)
+    graph = lint.read_graph(raw)
+    cands = dict(dataset_candidates(graph, raw, NO_FINDINGS))
+    prefetched = cands[PREFETCH_END.label](raw, graph)
+    assert lint.read_graph(prefetched).stages[-1].kind == "prefetch"
+    assert [list(b.numpy()) for b in prefetched] == [list(b.numpy()) for b in raw]
+
+
+def test_the_input_threads_are_tried_as_the_diagnosis_timed_them():
+    ds = tf.data.Dataset.range(64).batch(8)
+    threads = Finding("input_threads", "", None, "", "", "", 1.2, "compute")
+    timed = SimpleNamespace(findings=[threads], variants={f"{THREADS_VARIANT}1": 1200.0})
+    cands = dict(dataset_candidates(lint.read_graph(ds), ds, timed))
+    own = cands[INPUT_THREADS.label](ds, lint.read_graph(ds))
+    assert own.options().threading.private_threadpool_size == 1
+    assert INPUT_THREADS.label not in _labels(ds)  # no finding: not tried
+    assert INPUT_THREADS.label in _labels(ds, None)  # replayed by name: offered
+
+
+def test_the_default_ram_budget_leaves_half_the_free_memory():
+    assert 0 < default_budget() <= psutil.virtual_memory().available / 2 + 1

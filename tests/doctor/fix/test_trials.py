@@ -1,0 +1,148 @@
+"""One trial of `tfperf doctor --fix` and what the trials add up to (doctor/fix/trials.py): a
+candidate timed beside the best so far in paired repeats is kept only when faster in every
+pair; one that is skipped or fails is reported, not kept, a failure in one line
+(TensorFlow's own message, not the "Graph execution error:" header of its runtime errors);
+run-file changes tried in turn on top of those kept; the final check against the original
+drops every kept trial when the whole is not faster. Probes here return fixed rates: the
+rules of the trials are the point, not the timing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import tensorflow as tf
+
+from tfperf.config import config_from_dict
+from tfperf.doctor.fix.trials import (
+    FixResult,
+    FixTrial,
+    Skipped,
+    cause,
+    final_check,
+    run_trial,
+    try_changes,
+)
+from tfperf.measure import Probe, Run, compare, side_by_side
+
+D = SimpleNamespace(repeats=3)  # the doctor section: three paired repeats
+
+
+def steady(name: str, rate: float) -> Probe:
+    """A probe whose every repeat runs at `rate` examples/s."""
+    return Probe(name, lambda: Run(1.0, 10, int(rate)))
+
+
+def test_a_runtime_error_is_named_by_its_message_line(tmp_path):
+    # a map that fails inside a compiled step, as a rewrite that breaks a pipeline does
+    missing = str(tmp_path / "missing.png")
+    it = iter(tf.data.Dataset.from_tensor_slices([missing]).map(tf.io.read_file))
+    with pytest.raises(tf.errors.NotFoundError) as info:
+        tf.function(lambda: it.get_next())()
+    said = cause(info.value)
+    assert "missing.png" in said and "No such file" in said, said
+
+
+def test_the_graph_execution_header_and_traceback_are_skipped():
+    # the text of a compiled train step's error, as --fix's trials met it
+    text = (
+        "Graph execution error:\n\nDetected at node ReadFile defined at (most recent call "
+        'last):\n  File "mypipe.py", line 5, in load\n\nInput filename tensor must be '
+        "scalar, but had shape: [32]\n\t [[{{node ReadFile}}]]\n\t [[while/IteratorGetNext]]"
+    )
+    error = tf.errors.InvalidArgumentError(None, None, text)
+    assert cause(error) == "Input filename tensor must be scalar, but had shape: [32]"
+
+
+def test_a_plain_error_keeps_its_line():
+    assert cause(ValueError("batch sizes differ: 32 vs 64")) == "batch sizes differ: 32 vs 64"
+
+
+def test_a_candidate_faster_in_every_pair_is_kept_with_its_numbers():
+    trials: list[FixTrial] = []
+    ticks: list[str] = []
+    cand = SimpleNamespace(doctor_note="map#2 stays per-example")
+
+    def build():
+        return cand, steady("best so far", 1000), steady("fast", 1500)
+
+    assert run_trial("fast", "the change", build, D, ticks.append, trials) is cand
+    (t,) = trials
+    assert t.kept and t.reason == "faster; map#2 stays per-example"
+    assert t.examples_per_s == 1500 and t.baseline == 1000
+    assert t.ratio == pytest.approx(1.5) and t.low == pytest.approx(1.5)
+    assert ticks == ["best so far", "fast"] * 3
+
+
+@pytest.mark.parametrize(("rate", "reason"), [(500, "slower"), (1010, "within the noise")])
+def test_a_candidate_not_faster_is_not_kept(rate, reason):
+    trials: list[FixTrial] = []
+
+    def build():
+        return "cand", steady("best so far", 1000), steady("cand", rate)
+
+    assert run_trial("cand", "c", build, D, lambda _: None, trials) is None
+    assert not trials[0].kept and trials[0].reason == reason
+
+
+def test_a_skipped_or_failing_candidate_is_reported_not_kept():
+    trials: list[FixTrial] = []
+
+    def skipped():
+        raise Skipped("changes the examples")
+
+    def failing():
+        text = "Graph execution error:\n\nbatch sizes differ: 32 vs 64\n\t [[{{node Foo}}]]"
+        raise tf.errors.InvalidArgumentError(None, None, text)
+
+    assert run_trial("a", "a", skipped, D, lambda _: None, trials) is None
+    assert run_trial("b", "b", failing, D, lambda _: None, trials) is None
+    assert [(t.kept, t.examples_per_s, t.reason) for t in trials] == [
+        (False, None, "changes the examples"),
+        (False, None, "InvalidArgumentError: batch sizes differ: 32 vs 64"),
+    ]
+
+
+def test_run_file_changes_are_tried_in_turn_on_top_of_those_kept():
+    def probe(cfg, name: str) -> Probe:  # only the prefetch makes training faster
+        return steady(name, 2000 if cfg.pipeline.prefetch == "auto" else 1000)
+
+    cfg = config_from_dict({"pipeline": {"prefetch": 1, "parse": "per_example"}})
+    cfg.doctor.repeats = 3
+    cands = [
+        ("prefetch", {"pipeline.prefetch": "auto"}),
+        ("batched parse", {"pipeline.parse": "batched"}),
+    ]
+    trials: list[FixTrial] = []
+    best, kept = try_changes(cands, cfg, probe, lambda _: None, trials)
+    assert kept == {"pipeline.prefetch": "auto"} and best.pipeline.prefetch == "auto"
+    assert best.pipeline.parse == "per_example"
+    assert [(t.name, t.kept, t.change) for t in trials] == [
+        ("prefetch", True, "pipeline.prefetch: auto"),
+        ("batched parse", False, "pipeline.parse: batched"),
+    ]
+
+
+def test_the_final_check_keeps_the_whole_only_when_it_is_faster():
+    original = lambda name: steady(name, 1000)  # noqa: E731
+    out = final_check(original, lambda name: steady(name, 2000), D, lambda _: None, [])
+    assert out.keep and out.before == 1000 and out.after == 2000 and out.check.faster
+    trials = [FixTrial("x", "x", 1500.0, True, "faster")]
+    out = final_check(original, lambda name: steady(name, 800), D, lambda _: None, trials)
+    assert not out.keep and out.before == out.after == 1000
+    assert not trials[0].kept and "; dropped: together 0.80x (0.80-0.80)" in trials[0].reason
+    alone = final_check(original, None, D, lambda _: None, [])  # nothing kept: timed alone
+    assert (alone.before, alone.after, alone.check, alone.keep) == (1000, 1000, None, False)
+
+
+def test_the_result_says_its_speedup_only_when_the_check_was_faster():
+    m = side_by_side([steady("original", 1000), steady("optimized", 1500)], repeats=3)
+    faster = compare(m["original"], m["optimized"])
+    result = FixResult(
+        1000.0, 1500.0, [FixTrial("x", "x", 1500.0, True)], ["run.yaml"], check=faster
+    )
+    assert result.speedup == pytest.approx(1.5)
+    d = result.to_dict()
+    assert d["speedup"] == 1.5 and d["check"]["verdict"] == "faster"
+    assert d["trials"][0]["name"] == "x" and d["written"] == ["run.yaml"]
+    assert FixResult(1000.0, 1000.0, [], []).speedup == 1.0

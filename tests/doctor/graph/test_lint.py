@@ -1,0 +1,62 @@
+"""The questions the doctor asks of a pipeline's graph (doctor/graph/lint.py): a prefix
+rebuilt as a dataset of its own, the deterministic (cacheable) prefix, float64 outputs by
+their path, the parallel stages that keep their order, the cardinality tf.data knows and a
+GraphDef rebuilt as a dataset. Real datasets; only the prefixes run."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfperf.doctor.graph import lint
+
+
+def test_prefix_dataset_yields_the_prefix_elements():
+    ds = tf.data.Dataset.range(10).map(lambda x: x * 3).batch(4).map(lambda b: b + 1)
+    g = lint.read_graph(ds)
+    after_first_map = lint.prefix_dataset(g, g.stages[1])
+    assert [int(v) for v in after_first_map] == [x * 3 for x in range(10)]
+    whole = lint.prefix_dataset(g, g.stages[-1])
+    assert [list(v.numpy()) for v in whole] == [list(v.numpy()) for v in ds]
+
+
+def test_deterministic_prefix_stops_at_randomness():
+    ds = (
+        tf.data.Dataset.range(10)
+        .map(lambda x: x + 1)
+        .map(lambda x: x + tf.random.uniform([], 0, 2, tf.int64))
+        .batch(2)
+    )
+    g = lint.read_graph(ds)
+    assert [s.kind for s in lint.deterministic_prefix(g)] == ["source", "map"]
+
+
+def test_float64_outputs_are_named_by_their_path():
+    x = {"a": np.ones((4, 2)), "b": np.ones((4, 2), np.float32)}
+    ds = tf.data.Dataset.from_tensor_slices((x, np.ones(4))).batch(2)
+    assert lint.float64_outputs(lint.read_graph(ds)) == ["features/a", "labels"]
+    flat = tf.data.Dataset.from_tensor_slices(np.ones((4, 2), np.float32))
+    assert lint.float64_outputs(lint.read_graph(flat)) == []
+
+
+def test_parallel_stages_keeping_their_order():
+    r = tf.data.Dataset.range(16)
+    ordered = r.map(lambda x: x * 2, num_parallel_calls=2).batch(4)
+    assert [s.kind for s in lint.deterministic_stages(lint.read_graph(ordered))] == ["map"]
+    free = r.map(lambda x: x * 2, num_parallel_calls=2, deterministic=False).batch(4)
+    assert lint.deterministic_stages(lint.read_graph(free)) == []
+    options = tf.data.Options()
+    options.deterministic = False
+    assert lint.deterministic_stages(lint.read_graph(ordered.with_options(options))) == []
+    sequential = r.map(lambda x: x * 2).batch(4)
+    assert lint.deterministic_stages(lint.read_graph(sequential)) == []
+
+
+def test_known_cardinality_and_a_rebuilt_graph():
+    ds = tf.data.Dataset.range(10).map(lambda x: x + 1).batch(4)
+    assert lint.known_cardinality(ds) == 3
+    assert lint.known_cardinality(ds.repeat()) is None
+    assert lint.known_cardinality(ds.filter(lambda b: True)) is None
+    g = lint.read_graph(ds)
+    again = lint.rebuild(g.graph_def, ds.element_spec)
+    assert [list(b.numpy()) for b in again] == [list(b.numpy()) for b in ds]

@@ -1,0 +1,188 @@
+"""The doctor within the RAM budget (doctor/probes/bounded.py): a shuffle buffer or cache beyond
+it is named from the graph and never filled. A capped copy is timed instead (the buffer cut
+to what fits, at most MEASURE_BUFFER elements; the cache left out), sizes read from prefixes
+already capped; a real `tfperf doctor` process watched with psutil on pipelines of 1 MiB
+examples. How the shuffle finding is worded: rules/test_ram.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import tensorflow as tf
+import yaml
+
+from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.bounded import (
+    MEASURE_BUFFER,
+    bounded,
+    cache_findings,
+    element_bytes,
+    mean_bytes,
+)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# Small probes: the budget tests are about RAM, not precision.
+FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
+RAM_MB = 16  # the RAM budget of these run files: far below what the pipelines would hold
+
+
+PIPELINES = '''"""User pipelines for probes/test_bounded.py."""
+
+import keras
+import tensorflow as tf
+
+
+def big_example(i):
+    # 1 MiB per example, made on the fly: no data on disk.
+    x = tf.fill([256, 1024], tf.cast(i % 7, tf.float32))
+    return x, tf.reshape(tf.cast(i % 2, tf.float32), [1])
+
+
+def huge_shuffle(batch_size=8, **kwargs):
+    ds = tf.data.Dataset.range(4000).map(big_example)
+    ds = ds.shuffle(200_000_000)  # 4 GiB if filled: far beyond the 16 MiB budget
+    return ds.batch(batch_size)
+
+
+def big_cache(batch_size=8, **kwargs):
+    ds = tf.data.Dataset.range(2000).map(big_example).cache()  # 2 GiB
+    return ds.shuffle(64).batch(batch_size)
+
+
+def big_model():
+    return keras.Sequential(
+        [keras.Input((256, 1024)), keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)]
+    )
+'''
+
+
+def write_run(folder: Path, function: str, model: str, **extra: Any) -> Path:
+    """`folder/<function>.yaml` naming `pipelines_bounded:<function>` and its model."""
+    (folder / "pipelines_bounded.py").write_text(PIPELINES)
+    run: dict[str, Any] = {
+        "data": {"pipeline": f"pipelines_bounded:{function}"},
+        "model": {"name": f"pipelines_bounded:{model}", "loss": "mse"},
+        "pipeline": {"batch_size": 8, "shuffle_ram_mb": RAM_MB},
+        "doctor": dict(FAST),
+    }
+    for key, value in extra.items():
+        run[key].update(value)
+    path = folder / f"{function}.yaml"
+    path.write_text(yaml.safe_dump(run, sort_keys=False))
+    return path
+
+
+def start_doctor(run: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), *args]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    return subprocess.Popen(
+        cmd, cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def watched(proc: subprocess.Popen, *, max_rss: int, max_seconds: float) -> tuple[str, float, int]:
+    """Waits for `proc`, killing it beyond `max_rss` bytes of RSS or `max_seconds`:
+    (stdout, seconds, peak RSS); a killed doctor is an AssertionError saying why."""
+    start, peak = time.monotonic(), 0
+    ps = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            peak = max(peak, ps.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        took = time.monotonic() - start
+        if peak > max_rss or took > max_seconds:
+            proc.kill()  # only the process this test started
+            proc.communicate()
+            raise AssertionError(f"doctor killed after {took:.0f} s at {peak / 2**30:.2f} GiB RSS")
+        time.sleep(0.1)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    return out, time.monotonic() - start, peak
+
+
+def codes(diag: dict[str, Any]) -> list[str]:
+    return [f["code"] for f in diag["findings"]]
+
+
+def test_huge_shuffle_is_named_from_the_graph_and_never_filled(tmp_path: Path):
+    run = write_run(tmp_path, "huge_shuffle", "big_model")
+    proc = start_doctor(run, "--json", "--budget", "40")
+    out, took, peak = watched(proc, max_rss=int(2.5 * 2**30), max_seconds=150)
+    diag = json.loads(out)["diagnosis"]
+    print(f"doctor: {took:.0f} s, peak RSS {peak / 2**30:.2f} GiB; {codes(diag)}")
+    assert codes(diag)[0] == "shuffle_over_budget", codes(diag)
+    assert "200,000,000 elements" in diag["findings"][0]["evidence"]
+    assert any("timed with a buffer of" in n for n in diag["notes"]), diag["notes"]
+
+
+def test_cache_over_budget_is_named_and_left_out_of_the_timed_copy(tmp_path: Path):
+    run = write_run(tmp_path, "big_cache", "big_model", doctor={"steps": 30, "min_seconds": 1})
+    proc = start_doctor(run, "--json", "--budget", "40")
+    out, took, peak = watched(proc, max_rss=int(2.5 * 2**30), max_seconds=150)
+    diag = json.loads(out)["diagnosis"]
+    print(f"doctor: {took:.0f} s, peak RSS {peak / 2**30:.2f} GiB; {codes(diag)}")
+    first = diag["findings"][0]
+    assert first["code"] == "cache_over_budget", codes(diag)
+    assert "2,000 elements" in first["evidence"] and first["kind"] == "risk"
+    assert any("timed without the cache" in n for n in diag["notes"]), diag["notes"]
+    # What the doctor holds beyond TensorFlow's own ~1 GiB: far less than the 2 GiB cache.
+    assert peak < 1.8 * 2**30, peak
+
+
+# ---- the capped copy, in this process: nothing over the budget is filled ----------------------
+def test_element_bytes_count_strings_by_their_length():
+    element = (np.ones((4, 2), np.float32), np.array([b"abc", b"de"], dtype=object))
+    assert element_bytes(element) == 4 * 2 * 4 + (3 + 2) + 8 * 2
+    assert mean_bytes(tf.data.Dataset.range(10)) == 8
+
+
+def test_a_shuffle_over_the_budget_is_timed_with_the_buffer_that_fits():
+    ds = tf.data.Dataset.range(10**6).map(lambda i: tf.fill([256], i)).shuffle(10**6).batch(4)
+    graph = lint.read_graph(ds)
+    b = bounded(ds, graph, budget=2**20)  # 2 KiB per element: ~400 fit in 1 MiB
+    (at,) = b.capped
+    assert graph.stages[at].kind == "shuffle" and b.bytes_in[at] == 2048
+    assert 1 <= b.capped[at] <= min(MEASURE_BUFFER, 2**20 // 2048)
+    capped = next(s for s in lint.read_graph(b.dataset).stages if s.kind == "shuffle")
+    assert capped.buffer_size == b.capped[at]
+    assert b.notes == [
+        f"{graph.stages[at].label}: timed with a buffer of {b.capped[at]:,} elements (the "
+        "requested one does not fit the RAM budget)"
+    ]
+    assert next(iter(b.dataset)).shape == (4, 256)
+    # Within the budget: the dataset itself, nothing capped.
+    small = bounded(ds, graph, budget=2**40)
+    assert small.dataset is ds and small.capped == {} and small.notes == []
+
+
+def test_a_cache_over_the_budget_is_left_out_and_named(tmp_path: Path):
+    ds = tf.data.Dataset.range(1000).map(lambda i: tf.fill([256], i)).cache().shuffle(8).batch(4)
+    graph = lint.read_graph(ds)
+    b = bounded(ds, graph, budget=2**20)  # 1,000 x 2 KiB = 2 MiB
+    (cache, n, per), *_ = b.oversize_caches
+    assert cache.kind == "cache" and n == 1000 and per == 2048
+    assert "cache" not in [s.kind for s in b.graph.stages]  # its prefix is not timed
+    assert "cache" not in [s.kind for s in lint.read_graph(b.dataset).stages]
+    assert b.cache_notes == [
+        f"{cache.label}: timed without the cache (it would outgrow the RAM budget)"
+    ]
+    (f,) = cache_findings(b, 2**20)
+    assert f.code == "cache_over_budget" and f.kind == "risk" and f.stage_index == cache.index
+    assert "1,000 elements x 2,048 B = 2.0 MiB" in f.evidence
+    # An endless cache outgrows any budget; a cache to a file holds nothing in RAM.
+    endless = tf.data.Dataset.range(8).repeat().cache().batch(4)
+    (f,) = cache_findings(bounded(endless, lint.read_graph(endless), 2**40), 2**40)
+    assert "elements without end" in f.evidence
+    on_disk = tf.data.Dataset.range(1000).map(lambda i: tf.fill([256], i))
+    on_disk = on_disk.cache(str(tmp_path / "cache"))
+    assert bounded(on_disk, lint.read_graph(on_disk), 2**20).oversize_caches == []

@@ -1,0 +1,217 @@
+"""The doctor's time budget (doctor/probes/budget.py): a deadline split over phases and
+probes, every repeat recorded as it is measured, a probe past its phase's deadline reported
+as not measured (the three rates every verdict needs always run); --fix's clock sharing what
+is left among its trials and the final check. A slow pipeline stays within `--budget` (in
+this process), and Ctrl-C prints what was measured so far and exits 130 (a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+import yaml
+
+from tfperf.doctor.probes.budget import (
+    MIN_PROBE_SECONDS,
+    MIN_TRIAL_SECONDS,
+    NOT_MEASURED,
+    Budget,
+    FixClock,
+    OutOfTime,
+)
+from tfperf.measure import Probe, Run
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# Small probes: the budget tests are about wall time, not precision.
+FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
+RAM_MB = 16  # the RAM budget of these run files
+SLOW = {"steps": 12, "repeats": 3}  # the slow pipeline's probes: far more than the budgets
+BUDGET = 10  # seconds: the slow pipeline's --budget (unbounded, its probes take ~45 s)
+
+
+PIPELINES = '''"""User pipelines for probes/test_budget.py."""
+
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def _nap(x):
+    time.sleep(0.2)  # a slow per-batch step (e.g. a remote call)
+    return x
+
+
+def slow(batch_size=8, **kwargs):
+    ds = tf.data.Dataset.from_tensor_slices(
+        (np.ones([512, 32], "float32"), np.ones([512, 1], "float32"))
+    )
+    ds = ds.batch(batch_size)
+
+    def step(x, y):
+        x = tf.numpy_function(_nap, [x], tf.float32)
+        x.set_shape([None, 32])
+        return x, y
+
+    return ds.map(step)
+
+
+def vector_model():
+    return keras.Sequential([keras.Input((32,)), keras.layers.Dense(1)])
+'''
+
+
+def write_run(folder: Path, function: str, model: str, **extra: Any) -> Path:
+    """`folder/<function>.yaml` naming `pipelines_budget:<function>` and its model."""
+    (folder / "pipelines_budget.py").write_text(PIPELINES)
+    run: dict[str, Any] = {
+        "data": {"pipeline": f"pipelines_budget:{function}"},
+        "model": {"name": f"pipelines_budget:{model}", "loss": "mse"},
+        "pipeline": {"batch_size": 8, "shuffle_ram_mb": RAM_MB},
+        "doctor": dict(FAST),
+    }
+    for key, value in extra.items():
+        run[key].update(value)
+    path = folder / f"{function}.yaml"
+    path.write_text(yaml.safe_dump(run, sort_keys=False))
+    return path
+
+
+def start_doctor(run: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), *args]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    return subprocess.Popen(
+        cmd, cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
+    # 0.2 s per batch: unbounded, these probes (every stage, 3 repeats of 2 + 12 steps) take
+    # ~45 s and --fix's trials minutes.
+    run = write_run(tmp_path, "slow", "vector_model", doctor=SLOW)
+    start = time.monotonic()
+    res = cli("doctor", run, "--json", "--budget", str(BUDGET))  # in this process: TF is loaded
+    took = time.monotonic() - start
+    assert res.exit_code == 0, res.output[-3000:]
+    diag = json.loads(res.stdout)["diagnosis"]
+    print(f"doctor --budget {BUDGET}: {took:.0f} s")
+    # The budget covers the measuring; the warm-ups of the three required probes come on
+    # top (generous for a loaded 2-core machine).
+    assert took < BUDGET + 35, took
+    assert diag["training"]["examples_per_s"] > 0
+    not_measured = [s for s in diag["stages"] if s.get("error")] + [
+        n for n in diag["notes"] if "time budget" in n
+    ]
+    print(not_measured)
+
+
+def test_fix_on_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
+    run = write_run(tmp_path, "slow", "vector_model", doctor=SLOW)
+    start = time.monotonic()
+    res = cli("doctor", run, "--fix", "--json", "--budget", str(BUDGET))
+    took = time.monotonic() - start
+    assert res.exit_code == 0, res.output[-3000:]
+    fix = json.loads(res.stdout)["fix"]
+    print(f"doctor --fix --budget {BUDGET}: {took:.0f} s; trials:")
+    for t in fix["trials"]:
+        print(f"  {t['name']}: {t['reason']} (predicted {t['predicted']}, measured {t['ratio']})")
+    # Each trial's warm-ups and the final check's come on top of the measuring budget.
+    assert took < BUDGET + 65, took
+    assert fix["trials"] and fix["speedup"] >= 1.0
+
+
+def read_in_background(stream: IO[str]) -> list[str]:
+    """What `stream` gives, character by character, as it comes (a thread reads it)."""
+    seen: list[str] = []
+
+    def read() -> None:
+        for ch in iter(lambda: stream.read(1), ""):
+            seen.append(ch)
+
+    threading.Thread(target=read, daemon=True).start()  # ends with the stream
+    return seen
+
+
+def test_ctrl_c_prints_what_was_measured_and_exits_130(tmp_path: Path):
+    run = write_run(tmp_path, "slow", "vector_model", doctor=SLOW)
+    # rich draws its progress line for a terminal only: each probe's name as it starts
+    proc = start_doctor(run, "--budget", "300", env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+    err = read_in_background(proc.stderr)
+    # once a probe after the pipeline starts, the pipeline's first repeat was measured
+    end = time.monotonic() + 240
+    try:
+        while not re.search(r"measuring (compute limit|training)", "".join(err)):
+            assert proc.poll() is None and time.monotonic() < end, "".join(err)[-3000:]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # the process this test started
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # only the process this test started
+    out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", proc.stdout.read())  # escape codes
+    assert proc.returncode == 130, (out, "".join(err)[-2000:])
+    assert "interrupted: measured so far" in out, (out, "".join(err)[-2000:])
+    assert "pipeline:" in out and "ex/s" in out, out
+
+
+# ---- the budget itself --------------------------------------------------------------------
+def _probe(name: str, examples: int = 100) -> Probe:
+    return Probe(name, lambda: Run(0.01, 1, examples))
+
+
+def test_a_budget_records_every_repeat_and_says_what_was_measured():
+    shown: list[tuple[str, float]] = []
+    budget = Budget(60.0, on_probe=lambda name, left: shown.append((name, left)))
+    watched = budget.watch(_probe("pipeline"))
+    watched()
+    watched()
+    budget.watch(_probe("nothing yet", examples=0))()
+    assert [name for name, _ in shown] == ["pipeline", "pipeline", "nothing yet"]
+    assert all(0 < left <= 60.0 for _, left in shown)
+    assert len(budget.measured["pipeline"].runs) == 2
+    assert budget.so_far() == {"pipeline": {"examples_per_s": 10_000.0, "repeats": 2}}
+
+
+def test_past_its_deadline_an_optional_probe_is_not_measured():
+    budget = Budget(60.0)
+    late = budget.watch(_probe("stage map#1"), until=time.monotonic() - 1)
+    with pytest.raises(OutOfTime, match=NOT_MEASURED):
+        late()
+    # Required (the three rates every verdict needs): it runs whatever the time.
+    assert budget.watch(_probe("training"), until=0.0, required=True)().examples == 100
+    # Once measured, a probe is not dropped later in its rounds.
+    once = budget.watch(_probe("compute limit"), until=time.monotonic() + 0.2)
+    once()
+    time.sleep(0.3)  # past its deadline now
+    assert once().examples == 100
+
+
+def test_a_part_shares_the_record_and_cannot_outlast_the_whole():
+    budget = Budget(30.0)
+    part = budget.part(100.0)
+    assert part.seconds <= 30.0 and part.measured is budget.measured
+    part.watch(_probe("pipeline"))()
+    assert "pipeline" in budget.so_far()
+    assert budget.per_probe(10.0, probes=5, repeats=2) == pytest.approx(0.5)
+    assert budget.per_probe(0.1, probes=5, repeats=2) == MIN_PROBE_SECONDS
+
+
+def test_the_fix_clock_shares_what_is_left_and_keeps_the_final_check():
+    budget = Budget(100.0)
+    clock = FixClock(budget, limit=1.0, trials_left=3)
+    share = clock.next_trial()
+    assert share == pytest.approx(100.0 / 4, rel=0.01)  # three trials and the final check
+    assert clock.trials_left == 2
+    budget.end = time.monotonic() + 2 * MIN_TRIAL_SECONDS - 0.5
+    assert clock.next_trial() is None  # what is left goes to the final check

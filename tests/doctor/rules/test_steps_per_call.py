@@ -1,0 +1,65 @@
+"""The steps-per-call rule (rules/steps_per_call.py): the compute limit at the run's own steps
+per call (train.steps_per_loop; model.fit's steps_per_execution) timed against doctor.steps
+per call on the user's model; a step too short for one call each is a compute finding with
+both the run-file and the model.compile change, judged by paired ratios when they were
+timed."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from tfperf.doctor.evidence.evidence import PAIRED_COMPUTE, STEPS_VARIANT
+from tfperf.doctor.rules import run_rules
+from tfperf.doctor.rules.steps_per_call import rule_steps_per_call
+from tfperf.measure import Measurement, Run, compare
+
+
+def _dataset() -> tf.data.Dataset:
+    return tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32)).batch(8).prefetch(2)
+
+
+def _measured(name: str, rates: list[float]) -> Measurement:
+    return Measurement(name, [Run(1.0, 1, int(r)) for r in rates])
+
+
+def test_few_steps_per_call_is_a_finding_with_both_the_run_file_and_fit_change(evidence):
+    rates = {"pipeline": 9000.0, "compute": 3000.0, "training": 2900.0}
+    ctx = evidence(_dataset(), **rates, variants={f"{STEPS_VARIANT}1": 1000.0}, steps_per_call=30)
+    (f,) = [f for f in run_rules(ctx) if f.code == "steps_per_call"]
+    assert f.kind == "compute" and f.expected_speedup == pytest.approx(3.0)
+    assert "at 1 step per call" in f.evidence and "at 30 steps per call" in f.evidence
+    assert "train.steps_per_loop: auto" in f.change and "steps_per_execution=30" in f.change
+    # the same rate at one step per call: nothing to say
+    ctx = evidence(_dataset(), **rates, variants={f"{STEPS_VARIANT}1": 2950.0}, steps_per_call=30)
+    assert not [f for f in run_rules(ctx) if f.code == "steps_per_call"]
+
+
+def test_paired_repeats_straddling_1_give_no_finding(evidence):
+    """Slower by the medians, but not in every pair with the limit timed beside it."""
+    rates = {"pipeline": 9000.0, "compute": 3000.0, "training": 2900.0}
+    name = f"{STEPS_VARIANT}1"
+    ref = _measured(PAIRED_COMPUTE, [3000, 3000, 3000])
+    noisy = _measured(name, [2000, 3300, 2100])
+    ctx = evidence(
+        _dataset(),
+        **rates,
+        variants={name: 2100.0},
+        paired={name: compare(ref, noisy)},
+        steps_per_call=30,
+    )
+    assert rule_steps_per_call(ctx) == []
+    slow = _measured(name, [1000, 1100, 1050])  # ~3x slower in every pair
+    ctx = evidence(
+        _dataset(),
+        **rates,
+        variants={name: 1050.0},
+        paired={name: compare(ref, slow)},
+        steps_per_call=30,
+    )
+    (f,) = rule_steps_per_call(ctx)
+    assert f.code == "steps_per_call" and "train.steps_per_loop: auto (or 30)" in f.change
+
+
+def test_no_finding_without_the_what_if(evidence):
+    assert rule_steps_per_call(evidence(_dataset(), steps_per_call=30)) == []

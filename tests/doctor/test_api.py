@@ -1,0 +1,113 @@
+"""`tfperf.optimize`, `tfperf.diagnose` and `tfperf.apply_rewrites` on datasets and Keras
+models handed over in Python, without a run file; and the README's example run for real
+(its slow pipeline sped up, the kept rewrites replayed)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfperf
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.edits import same_examples
+
+from helpers import slow_pipelines as sp
+
+ROOT = Path(__file__).resolve().parents[2]
+# The smallest measurements the doctor takes (two repeats: the fewest compare can judge).
+FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
+
+
+def test_optimize_returns_the_original_when_nothing_helps():
+    model = sp.wide_tiny_model()
+    model.compile(optimizer="adam", loss="mse")  # the loss comes from compile
+    weights = [w.copy() for w in model.get_weights()]
+    ds = sp.tuned_clean(128)  # already tuned: no rewrite applies, none is left to the noise
+    out, report = tfperf.optimize(ds, model, overrides=[*FAST, "doctor.what_ifs=[]"])
+    assert out is ds, str(report)
+    assert report.kept == [] and report.speedup == 1.0
+    assert "nothing helped" in str(report) and "original dataset is returned" in str(report)
+    # str(report) opens with the verdict: how input-bound, the two rates, the side to work on
+    first = str(report).splitlines()[0]
+    assert first.startswith(f"verdict: {report.diagnosis.verdict} (input wait "), first
+    assert "the pipeline alone gives" in first and "work on the" in first, first
+    assert report.fix.trials  # candidates were tried, none kept
+    # a rewrite that would change nothing (another prefetch, options already on) is not timed
+    assert {t.reason for t in report.fix.trials} == {"not applicable"}, str(report)
+    # the doctor trained clones: the user's model is as it was
+    for a, b in zip(weights, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def heavy_per_example(batch_size: int = 32) -> tf.data.Dataset:
+    """~100 us of ops per example in a sequential map: the clear bottleneck."""
+    return sp._slices().map(lambda x, y: (sp.heavy_one(x), y)).batch(batch_size)
+
+
+def test_diagnose_a_dataset_and_model_without_a_run_file():
+    ds = heavy_per_example()
+    diag = tfperf.diagnose(ds, sp.tiny_model(), overrides=[*FAST, "doctor.what_ifs=[]"])
+    assert diag.source == "tf.data.Dataset" and diag.batch_size == 32
+    assert diag.slowest_stage.startswith("map#1"), diag.stages
+    assert "per_example_map" in [f.code for f in diag.findings], diag.findings
+
+
+def test_diagnose_without_a_model_splits_the_label_and_judges_the_pipeline():
+    x, y = sp.arrays()
+    ds = tf.data.Dataset.from_tensor_slices({"x": x, "y": y})
+    ds = ds.map(lambda e: {"x": sp.heavy_one(e["x"]), "y": e["y"]}).batch(16)
+    diag = tfperf.diagnose(ds, label="y", overrides=FAST)
+    assert diag.model == "stand_in" and diag.batch_size == 16
+    assert "per_example_map" in [f.code for f in diag.findings], diag.findings
+
+
+def test_api_mistakes_are_user_errors():
+    with pytest.raises(tfperf.UserError, match="expected a tf.data.Dataset"):
+        tfperf.optimize([1, 2, 3])
+    with pytest.raises(tfperf.UserError, match="label='z'"):
+        tfperf.diagnose(tf.data.Dataset.from_tensor_slices({"x": [1.0]}), label="z")
+    with pytest.raises(tfperf.UserError, match="unknown rewrite 'warp speed'"):
+        tfperf.apply_rewrites(sp.fixable(), ["warp speed"])
+    # a rewrite whose stage is gone: the pipeline changed since the doctor kept it
+    with pytest.raises(tfperf.UserError, match="does not apply to this dataset"):
+        tfperf.apply_rewrites(sp.clean(), ["batch before per-example map"])
+
+
+def test_readme_example_runs(capsys):
+    """The README's example, run in this process as a script; its `optimize` on a slow
+    user pipeline is also where the speed-up and the replay are checked."""
+    example = ROOT / "examples" / "optimize_pipeline.py"
+    assert example.name in (ROOT / "README.md").read_text()
+    ran = runpy.run_path(str(example), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "per_example_map" in out
+    assert "kept: " in out and "same examples: True" in out, out
+    report, fast = ran["report"], ran["fast"]
+    assert report.kept, str(report)  # `fast` is the rewritten dataset, not the user's
+    assert report.speedup > 1.0 and report.fix.check.faster
+    assert "kept: " + ", ".join(report.kept) in str(report)
+    # replaying the kept names on a fresh dataset gives the same pipeline
+    again = tfperf.apply_rewrites(ran["make_dataset"](), report.kept)
+    kinds = [s.kind for s in lint.read_graph(again).stages]
+    assert kinds == [s.kind for s in lint.read_graph(fast).stages]
+    assert same_examples(again, fast)
+
+
+def test_a_small_budget_takes_shorter_measurements():
+    from tfperf.doctor.api import doctor_settings
+
+    assert doctor_settings(None) == {} and doctor_settings(60) == {} and doctor_settings(300) == {}
+    assert doctor_settings(30) == {"steps": 15, "warmup": 2, "repeats": 2, "min_seconds": 0.25}
+    tiny = doctor_settings(1)
+    assert tiny["steps"] == 4 and tiny["warmup"] == 1 and tiny["repeats"] == 2  # the fewest
+
+
+def test_elements_that_are_not_features_and_labels_are_a_user_error():
+    with pytest.raises(tfperf.UserError, match=r"\(features, labels\) batches"):
+        tfperf.diagnose(tf.data.Dataset.range(8).batch(4))
+    with pytest.raises(tfperf.UserError, match="expected a keras.Model"):
+        tfperf.diagnose(tf.data.Dataset.from_tensor_slices(([1.0], [1.0])).batch(1), model=42)
