@@ -150,3 +150,25 @@ def test_a_random_map_before_a_cache_is_found():
     assert rand.kind == "map" and cache.kind == "cache" and rand.index < cache.index
     assert random_before_cache(lint.read_graph(_images().cache().map(_flip))) is None
     assert random_before_cache(lint.read_graph(flipped.batch(8))) is None  # no cache
+
+
+def test_a_capped_shuffle_keeps_the_pipelines_options_and_parallelism():
+    # Issue 19 saw a capped pipeline read at 0.73x; a cap that dropped the user's options or
+    # a map's parallelism would explain it. The capped copy keeps every stage but the size.
+    def parse(i):
+        return tf.fill([4096], tf.cast(i, tf.float32))
+
+    ds = tf.data.Dataset.range(4096).interleave(
+        lambda i: tf.data.Dataset.range(i, i + 1), cycle_length=4, num_parallel_calls=AUTOTUNE
+    )
+    ds = ds.shuffle(100_000).map(parse, num_parallel_calls=AUTOTUNE).batch(8)
+    options = tf.data.Options()
+    options.deterministic = False
+    options.experimental_slack = True
+    ds = ds.prefetch(AUTOTUNE).with_options(options)
+    out, caps = cap_shuffles(lint.read_graph(ds), ds, 4 * 2**20)
+    assert caps and caps[0].granted < 100_000
+    assert out.options().deterministic is False and out.options().experimental_slack is True
+    before, after = lint.read_graph(ds).stages, lint.read_graph(out).stages
+    assert [(s.kind, s.parallelism) for s in before] == [(s.kind, s.parallelism) for s in after]
+    assert [s.buffer_size for s in after if s.kind == "shuffle"] == [caps[0].granted]
