@@ -108,11 +108,11 @@ class TrainStep:
 
         # Each replica's step under XLA (as Keras' compile(jit_compile=True) compiles fit's
         # step); the loop around it pulls batches from the iterator, which XLA cannot hold.
-        self._replica_fn = (
-            tf.function(self._replica_step, jit_compile=True)
-            if self.jit.enabled
-            else self._replica_step
-        )
+        # Not converted by AutoGraph, as Keras' own train step is not (model.fit trains the
+        # same models): converting the model's, the loss' and the optimizer's Python took ~4 s
+        # of every run's start-up, and the step has no tensor-dependent Python of its own.
+        step = tf.autograph.experimental.do_not_convert(self._replica_step)
+        self._replica_fn = tf.function(step, jit_compile=True) if self.jit.enabled else step
         # reduce_retracing=False: a changed input re-traces (and is reported) instead of
         # silently widening to a slower, shape-generic function.
         self.function = tf.function(self._loop, reduce_retracing=False)
@@ -184,7 +184,7 @@ class TrainStep:
         import tensorflow as tf
 
         # Python runs here only while tracing: a second trace is the retrace to report.
-        sig = describe_signature(iterator, num_steps)
+        sig = tf.autograph.experimental.do_not_convert(describe_signature)(iterator, num_steps)
         if self.traces and self.signature is not None:
             self._retrace_error = RetraceError(
                 "the train function was traced again after its first call, which would "
