@@ -85,12 +85,18 @@ def test_api_mistakes_are_user_errors():
         tfperf.apply_rewrites(sp.clean(), ["batch before per-example map"])
 
 
-def test_readme_example_runs(capsys):
+def test_readme_example_runs(capsys, tmp_path):
     """The README's example, run in this process as a script; its `optimize` on a slow
     user pipeline is also where the speed-up and the replay are checked."""
     example = ROOT / "examples" / "optimize_pipeline.py"
     assert example.name in (ROOT / "README.md").read_text()
-    ran = runpy.run_path(str(example), run_name="__main__")
+    # Its two budgets of 30 s cut to 10 s each (the test is about what the calls return,
+    # not about a 30 s measurement): the script as written otherwise.
+    code = example.read_text()
+    assert code.count("budget_s=30") == 2, "the example's budgets changed: update this test"
+    script = tmp_path / example.name
+    script.write_text(code.replace("budget_s=30", "budget_s=10"))
+    ran = runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
     assert "per_example_map" in out
     assert "kept: " in out and "same examples: True" in out, out
