@@ -3,9 +3,13 @@ tfperf.testing both use it): strings, ragged and sparse features, float noise, b
 
 from __future__ import annotations
 
+import time
+
+import pytest
 import tensorflow as tf
 
 from tfperf.measure.examples import (
+    ExamplesOutOfTime,
     batched_pair,
     compare_examples,
     example_multiset,
@@ -54,3 +58,16 @@ def test_limit_stops_each_pass():
     ds = tf.data.Dataset.range(10).repeat()
     diff = compare_examples(ds, ds.batch(10), limit=30)
     assert diff.same and diff.limited and diff.total_a == 30
+
+
+def test_a_pass_past_its_deadline_is_cut_and_says_how_far_it_got():
+    def nap(i: tf.Tensor) -> tf.Tensor:
+        return tf.numpy_function(lambda v: (time.sleep(0.05), v)[1], [i], tf.int64)
+
+    slow = tf.data.Dataset.range(100).map(nap)  # 5 s for one pass
+    start = time.monotonic()
+    with pytest.raises(ExamplesOutOfTime) as cut:
+        same_examples(slow, slow, deadline=start + 0.5)
+    assert time.monotonic() - start < 3.0
+    assert 0 < cut.value.examples < 100 and "after" in str(cut.value)
+    assert same_examples(slow.take(5), slow.take(5), deadline=time.monotonic() + 60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -139,18 +140,30 @@ class Examples:
     truncated: bool
 
 
+class ExamplesOutOfTime(Exception):
+    """A pass over a pipeline that was still going at its deadline."""
+
+    def __init__(self, examples: int):
+        super().__init__(f"the pass was cut at its deadline after {examples:,} examples")
+        self.examples = examples
+
+
 def collect_examples(
     ds: tf.data.Dataset,
     *,
     limit: int | None = MAX_COMPARE,
     batched: bool | None = None,
     readable: bool = False,
+    deadline: float | None = None,
 ) -> Examples:
-    """One pass over `ds` (stopping after the element that reaches `limit` examples)."""
+    """One pass over `ds` (stopping after the element that reaches `limit` examples).
+    `deadline` (a time.monotonic() time): ExamplesOutOfTime once it is past."""
     counts: collections.Counter[bytes] = collections.Counter()
     shown: dict[bytes, str] = {}
     n = 0
     for element in ds:
+        if deadline is not None and time.monotonic() > deadline:
+            raise ExamplesOutOfTime(n)
         for row in element_rows(element, batched):
             key = row_key(row)
             counts[key] += 1
@@ -216,12 +229,14 @@ def compare_examples(
     limit: int | None = MAX_COMPARE,
     batched: bool | None = None,
     show: int = SHOW,
+    deadline: float | None = None,
 ) -> ExampleDiff:
     """The examples of one pass of `a` against one pass of `b`, as multisets. `batched`
-    applies to both; None infers it (`batched_pair`, then per element)."""
+    applies to both; None infers it (`batched_pair`, then per element). `deadline`: see
+    `collect_examples`."""
     ba, bb = (batched, batched) if batched is not None else batched_pair(a, b)
-    ea = collect_examples(a, limit=limit, batched=ba, readable=show > 0)
-    eb = collect_examples(b, limit=limit, batched=bb, readable=show > 0)
+    ea = collect_examples(a, limit=limit, batched=ba, readable=show > 0, deadline=deadline)
+    eb = collect_examples(b, limit=limit, batched=bb, readable=show > 0, deadline=deadline)
     extra_a, extra_b = ea.counts - eb.counts, eb.counts - ea.counts
     return ExampleDiff(
         ea.total,
@@ -235,7 +250,12 @@ def compare_examples(
 
 
 def same_examples(
-    a: tf.data.Dataset, b: tf.data.Dataset, *, limit: int | None = MAX_COMPARE
+    a: tf.data.Dataset,
+    b: tf.data.Dataset,
+    *,
+    limit: int | None = MAX_COMPARE,
+    deadline: float | None = None,
 ) -> bool:
-    """True when one pass of `a` and of `b` yield the same multiset of examples."""
-    return compare_examples(a, b, limit=limit, show=0).same
+    """True when one pass of `a` and of `b` yield the same multiset of examples.
+    `deadline`: see `collect_examples`."""
+    return compare_examples(a, b, limit=limit, show=0, deadline=deadline).same

@@ -126,8 +126,9 @@ def test_fix_on_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli)
     print(f"doctor --fix --budget {BUDGET}: {took:.0f} s; trials:")
     for t in fix["trials"]:
         print(f"  {t['name']}: {t['reason']} (predicted {t['predicted']}, measured {t['ratio']})")
-    # Each trial's warm-ups and the final check's come on top of the measuring budget.
-    assert took < BUDGET + 65, took
+    # Each trial's warm-ups and the final check's come on top of the measuring budget. An
+    # unbounded multiset check of one candidate (two passes of 13 s) made it 35-111 s.
+    assert took < BUDGET + 20, took
     assert fix["trials"] and fix["speedup"] >= 1.0
 
 
@@ -213,5 +214,8 @@ def test_the_fix_clock_shares_what_is_left_and_keeps_the_final_check():
     share = clock.next_trial()
     assert share == pytest.approx(100.0 / 4, rel=0.01)  # three trials and the final check
     assert clock.trials_left == 2
+    # The trial checks its examples within half its share, then times them.
+    assert clock.check_deadline is not None
+    assert clock.check_deadline - time.monotonic() == pytest.approx(share / 2, abs=1.0)
     budget.end = time.monotonic() + 2 * MIN_TRIAL_SECONDS - 0.5
     assert clock.next_trial() is None  # what is left goes to the final check

@@ -35,6 +35,7 @@ from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.threads import INPUT_THREADS
 from tfperf.errors import UserError
 from tfperf.measure import Probe
+from tfperf.measure.examples import ExamplesOutOfTime
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -95,13 +96,20 @@ def fix_dataset(
             # replaces the multiset's; a pair (a shuffled source's rewrite: its own part,
             # unshuffled) stands in for it where the whole pipeline cannot be compared.
             check = getattr(cand, "doctor_check", None)
-            if callable(check):
-                if not check():
-                    raise Skipped("changes the examples beyond float32's precision")
-            elif checkable and not same_examples(ds, cand):
-                raise Skipped("changes the examples")
-            elif not checkable and check is not None and not same_examples(*check):
-                raise Skipped("changes the examples")
+            clock = FIX_CLOCK.get()
+            until = clock.check_deadline if clock is not None else None
+            try:
+                if callable(check):
+                    if not check():
+                        raise Skipped("changes the examples beyond float32's precision")
+                elif checkable and not same_examples(ds, cand, deadline=until):
+                    raise Skipped("changes the examples")
+                elif not checkable and check is not None:
+                    if not same_examples(*check, deadline=until):
+                        raise Skipped("changes the examples")
+            except ExamplesOutOfTime as cut:
+                # Never timed unchecked: a rewrite that may change the examples is not kept.
+                raise Skipped(f"not checked within the time budget ({cut})") from None
             current = trial_probe("best so far", cfg, best, batch)
             return cand, current, trial_probe(name, cfg, cand, batch)
 

@@ -89,6 +89,9 @@ class FixClock:
     trials_left: int
     dearest: float = 0.0  # wall seconds of the dearest trial so far (builds, traces included)
     started: float = 0.0
+    # time.monotonic() by which the trial in progress must have checked its examples: half
+    # its share (one pass of a slow pipeline and of its rewrite took 26 s of a 10 s budget).
+    check_deadline: float | None = None
 
     def next_trial(self) -> float | None:
         """Seconds for the next trial's timed rounds: an equal share of what is left, at
@@ -103,7 +106,9 @@ class FixClock:
         self.trials_left = max(0, self.trials_left - 1)
         if left < 2 * max(MIN_TRIAL_SECONDS, self.dearest):
             return None
-        return max(share, MIN_TRIAL_SECONDS)
+        seconds = max(share, MIN_TRIAL_SECONDS)
+        self.check_deadline = now + seconds / 2
+        return seconds
 
 
 # Set while a --fix runs under a budget (a context variable: no parameter through every
