@@ -9,33 +9,12 @@ import json
 import numpy as np
 
 from tfperf.data.convert.run import convert
-from tfperf.data.schema import Feature, Schema
 
-SCHEMA = Schema.of(
-    Feature(name="id", dtype="int64"),
-    Feature(name="v", dtype="float32", shape=(4,)),
-    Feature(name="s", dtype="bytes"),
-)
-
-
-def make(tmp_path, compression=""):
-    rows = [{"id": i, "v": np.full(4, i, np.float32), "s": b"x" * (i % 7)} for i in range(40)]
-    root = tmp_path / "ds"
-    m = convert(
-        rows,
-        root,
-        schema=SCHEMA,
-        shard_bytes=600,
-        compression=compression,
-        workers=1,
-        progress=False,
-    )
-    assert len(m.splits["train"].shards) >= 3
-    return root, m
+from helpers.convertkit import small_dataset
 
 
 def test_inspect_shows_splits_schema_and_an_example(tmp_path, cli):
-    root, m = make(tmp_path)
+    root, m = small_dataset(tmp_path)
     res = cli("inspect", root)
     assert res.exit_code == 0, res.output
     text = res.stdout  # the report, on stdout
@@ -55,7 +34,7 @@ def test_reports_go_to_stdout_unwrapped_when_piped(tmp_path, cli, monkeypatch):
     # The command line in this process: its stdout and stderr are captured, not a terminal.
     monkeypatch.setenv("COLUMNS", "80")
     deep = tmp_path / ("a folder with a rather long name " * 2).strip() / ("deeper_" * 8)
-    root, _ = make(deep)
+    root, _ = small_dataset(deep)
     np.savez(deep / "d.npz", x=np.arange(5))
     res = cli("inspect", root, "--verify")
     assert res.exit_code == 0, res.stderr

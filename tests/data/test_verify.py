@@ -10,13 +10,10 @@ import hashlib
 import json
 import zlib
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfperf.data.convert.run import convert
 from tfperf.data.manifest import load_manifest
-from tfperf.data.schema import Feature, Schema
 from tfperf.data.verify import (
     HEADER_BYTES,
     RecordError,
@@ -31,27 +28,7 @@ from tfperf.data.verify import (
     verify_dir,
 )
 
-SCHEMA = Schema.of(
-    Feature(name="id", dtype="int64"),
-    Feature(name="v", dtype="float32", shape=(4,)),
-    Feature(name="s", dtype="bytes"),
-)
-
-
-def make(tmp_path, compression=""):
-    rows = [{"id": i, "v": np.full(4, i, np.float32), "s": b"x" * (i % 7)} for i in range(40)]
-    root = tmp_path / "ds"
-    m = convert(
-        rows,
-        root,
-        schema=SCHEMA,
-        shard_bytes=600,
-        compression=compression,
-        workers=1,
-        progress=False,
-    )
-    assert len(m.splits["train"].shards) >= 3
-    return root, m
+from helpers.convertkit import small_dataset
 
 
 def offsets(path, compression=""):
@@ -59,7 +36,7 @@ def offsets(path, compression=""):
 
 
 def test_verify_clean_dataset(tmp_path, cli):
-    root, m = make(tmp_path)
+    root, m = small_dataset(tmp_path)
     res = cli("inspect", root, "--verify", "--json")
     assert res.exit_code == 0, res.output
     v = json.loads(res.stdout)["verify"]
@@ -68,7 +45,7 @@ def test_verify_clean_dataset(tmp_path, cli):
 
 
 def test_truncated_shard_is_named_with_its_offset(tmp_path, cli):
-    root, m = make(tmp_path)
+    root, m = small_dataset(tmp_path)
     victim = root / m.splits["train"].shards[1].file
     recs = offsets(victim)
     cut = recs[2][0] + HEADER_BYTES + 3  # inside the third record's data
@@ -93,7 +70,7 @@ def test_truncated_shard_is_named_with_its_offset(tmp_path, cli):
     ],
 )
 def test_flipped_byte_is_named_with_its_record_offset(tmp_path, cli, where, reason):
-    root, m = make(tmp_path)
+    root, m = small_dataset(tmp_path)
     victim = root / m.splits["train"].shards[2].file
     recs = offsets(victim)
     start, length = recs[3]
@@ -113,7 +90,7 @@ def test_flipped_byte_is_named_with_its_record_offset(tmp_path, cli, where, reas
 
 
 def test_count_mismatch_and_missing_shard(tmp_path, cli):
-    root, m = make(tmp_path)
+    root, m = small_dataset(tmp_path)
     first, second = m.splits["train"].shards[:2]
     (root / second.file).unlink()
     # a valid shard holding fewer records than the manifest says
@@ -136,7 +113,7 @@ def _decompressible(data: bytes) -> int:
 
 
 def test_gzip_truncation_offset_in_the_decompressed_stream(tmp_path, cli):
-    root, m = make(tmp_path, compression="gzip")
+    root, m = small_dataset(tmp_path, compression="gzip")
     victim = root / m.splits["train"].shards[0].file
     plain = gzip.decompress(victim.read_bytes())
     recs = offsets(victim, "GZIP")
@@ -156,7 +133,7 @@ def test_gzip_truncation_offset_in_the_decompressed_stream(tmp_path, cli):
 
 
 def test_gzip_flipped_byte_is_named(tmp_path, cli):
-    root, m = make(tmp_path, compression="gzip")
+    root, m = small_dataset(tmp_path, compression="gzip")
     victim = root / m.splits["train"].shards[1].file
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF

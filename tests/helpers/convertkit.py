@@ -1,6 +1,8 @@
 """Helpers of the convert and source tests: a schema with every dtype and rows for it,
+a small dataset of 40 rows in 3 shards or more,
 a split read back through the real pipeline (data/pipeline.py) as numpy rows, rows compared
-feature by feature, and the bytes of a folder's shards."""
+feature by feature, the bytes of a folder's shards, and a `tfperf convert` error read as
+one paragraph."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from tfperf.config import PipelineConfig
-from tfperf.data.manifest import load_manifest
+from tfperf.data.convert.run import convert
+from tfperf.data.manifest import Manifest, load_manifest
 from tfperf.data.pipeline import make_dataset
 from tfperf.data.schema import Feature, Schema
 
@@ -25,6 +28,31 @@ ALL = Schema.of(
     Feature(name="vi", dtype="int64", varlen=True),
     Feature(name="vf", dtype="float32", varlen=True),
 )
+
+
+SMALL = Schema.of(
+    Feature(name="id", dtype="int64"),
+    Feature(name="v", dtype="float32", shape=(4,)),
+    Feature(name="s", dtype="bytes"),
+)
+
+
+def small_dataset(parent: Path, compression: str = "") -> tuple[Path, Manifest]:
+    """40 rows of SMALL converted into `parent`/ds, 3 shards or more; the folder, its
+    manifest."""
+    rows = [{"id": i, "v": np.full(4, i, np.float32), "s": b"x" * (i % 7)} for i in range(40)]
+    root = parent / "ds"
+    m = convert(
+        rows,
+        root,
+        schema=SMALL,
+        shard_bytes=600,
+        compression=compression,
+        workers=1,
+        progress=False,
+    )
+    assert len(m.splits["train"].shards) >= 3
+    return root, m
 
 
 def all_dtypes_row(i: int) -> dict:
@@ -84,3 +112,13 @@ def assert_rows_equal(got: list[dict], want: list[dict], schema: Schema) -> None
 
 def shard_bytes_of(root: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(root.glob("*.tfrecord-*"))}
+
+
+def one_paragraph(res) -> str:
+    """A `cli` result's error: exit 2, no traceback, one paragraph starting "error:"; its
+    words joined by single spaces."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    text = res.stderr.strip()
+    assert text.startswith("error:") and "\n\n" not in text, text
+    return " ".join(text.split())

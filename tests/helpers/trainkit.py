@@ -1,6 +1,6 @@
 """Tiny real data and models for the training tests: TFRecord shards written with
 Schema.encode plus a manifest, a module of Keras model factories written beside the run
-file (so subprocesses can import it), and run files."""
+file (so subprocesses can import it), run files, and the loop's RunState for a hook alone."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import yaml
 
 from tfperf.data.manifest import Manifest, ShardInfo, SplitInfo, save_manifest
 from tfperf.data.schema import Feature, Schema
+from tfperf.hooks import RunState
 
 DIM = 4
 
@@ -165,6 +166,28 @@ def write_runfile(folder: Path, data: Path, model: str = "tinymodels:tiny", **tr
     path = folder / "run.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+def run_state(
+    out_dir: Path | None = None, step: int = 0, cfg: Any = None, logs: bool = False
+) -> RunState:
+    """The loop's RunState for a hook alone: no model, optimizer or strategy, 8 examples per
+    step; a TensorBoard writer in `out_dir`/logs when `logs`."""
+    train_writer = None
+    if logs:
+        import tensorflow as tf
+
+        train_writer = tf.summary.create_file_writer(str(out_dir / "logs"))
+    return RunState(
+        cfg=cfg,
+        model=None,
+        optimizer=None,
+        strategy=None,
+        step=step,
+        out_dir=out_dir,
+        train_writer=train_writer,
+        examples_per_step=8,
+    )
 
 
 def free_port() -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from tfperf.config import load_config
-from tfperf.hooks import RunState
 from tfperf.train.corrupt import CorruptRecordsHook
 
 from helpers import trainkit
@@ -56,22 +55,11 @@ def test_skip_trains_on_and_reports_each_epoch(tmp_path):
 
 
 def test_one_report_per_finished_epoch_even_when_a_call_spans_two(tmp_path, capsys):
-    import tensorflow as tf
-
     data = trainkit.write_data(tmp_path / "data", n=64, shards=2)
     _corrupt(data / "train.tfrecord-00001-of-00002")
     rf = trainkit.write_runfile(tmp_path, data)
     cfg = load_config(str(rf), ["pipeline.on_corrupt=skip"])
-    run = RunState(
-        cfg=cfg,
-        model=None,
-        optimizer=None,
-        strategy=None,
-        step=0,
-        out_dir=tmp_path,
-        train_writer=tf.summary.create_file_writer(str(tmp_path / "logs")),
-        examples_per_step=8,
-    )
+    run = trainkit.run_state(tmp_path, cfg=cfg, logs=True)
     hook = CorruptRecordsHook(cfg, steps_per_epoch=4)
     hook.on_train_begin(run)
     hook.on_loop_end(run, 3, {})  # within epoch 1

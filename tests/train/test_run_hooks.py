@@ -9,26 +9,14 @@ import math
 
 import pytest
 
-from tfperf.hooks import RunState
 from tfperf.train.run_hooks import NanCheck, ProgressHook
 
-
-def _run(step: int = 0) -> RunState:
-    return RunState(
-        cfg=None,
-        model=None,
-        optimizer=None,
-        strategy=None,
-        step=step,
-        out_dir=None,
-        train_writer=None,
-        examples_per_step=8,
-    )
+from helpers import trainkit
 
 
 @pytest.mark.parametrize("loss", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_loss_stops_the_run_naming_its_steps(loss):
-    run, check = _run(), NanCheck()
+    run, check = trainkit.run_state(), NanCheck()
     check.on_loop_end(run, 10, {"loss": 0.7, "first_step": 6})
     check.on_loop_end(run, 12, {})  # no loss reported
     assert run.stop_reason is None
@@ -40,7 +28,7 @@ def test_a_non_finite_loss_stops_the_run_naming_its_steps(loss):
 
 
 def test_the_bar_shows_the_global_step_loss_and_mean_rate(capsys):
-    run, hook = _run(step=4), ProgressHook(total=10)  # resumed at step 4
+    run, hook = trainkit.run_state(step=4), ProgressHook(total=10)  # resumed at step 4
     hook.on_train_begin(run)
     assert hook.bar is not None and hook.bar.enabled
     run.examples_per_sec = 1234.0
@@ -53,7 +41,7 @@ def test_the_bar_shows_the_global_step_loss_and_mean_rate(capsys):
 
 
 def test_no_bar_for_a_run_resumed_at_its_target(capsys):
-    run, hook = _run(step=10), ProgressHook(total=10)
+    run, hook = trainkit.run_state(step=10), ProgressHook(total=10)
     hook.on_train_begin(run)
     assert hook.bar is None
     hook.on_loop_end(run, 10, {"loss": 0.5})

@@ -31,19 +31,6 @@ def _cfg(runfile, mode: str):
     return load_config(runfile, sets)
 
 
-def _run(tmp_path) -> RunState:
-    return RunState(
-        cfg=None,
-        model=None,
-        optimizer=None,
-        strategy=None,
-        step=0,
-        out_dir=tmp_path,
-        train_writer=tf.summary.create_file_writer(str(tmp_path / "logs")),
-        examples_per_step=8,
-    )
-
-
 def _call(watch: ServiceWatch, run: RunState, step: int, wait_s: float, steps: int = 4) -> None:
     run.step = step
     watch.on_loop_end(run, step, {"input/wait_ms": wait_s * 1e3 / steps, "steps": steps})
@@ -51,7 +38,7 @@ def _call(watch: ServiceWatch, run: RunState, step: int, wait_s: float, steps: i
 
 def test_a_long_input_wait_is_a_logged_pause(runfile, tmp_path, capsys):
     watch = ServiceWatch(_cfg(runfile, "parallel_epochs"), None, None)
-    run = _run(tmp_path)
+    run = trainkit.run_state(tmp_path, logs=True)
     _call(watch, run, 4, 20.0)  # the first call waits for the job to start: no pause
     for step in (8, 12, 16):
         _call(watch, run, step, 0.02)
@@ -78,7 +65,7 @@ def test_each_distributed_epoch_is_counted_against_the_split(runfile, tmp_path, 
     counter = EpochCounter()
     watch = service_watch(_cfg(runfile, "distributed_epoch"), counter)
     assert watch.expected == 64  # the train split's records
-    run = _run(tmp_path)
+    run = trainkit.run_state(tmp_path, logs=True)
     _epoch(counter, 64)
     _call(watch, run, 8, 0.01)
     _epoch(counter, 40)  # a worker lost mid-epoch

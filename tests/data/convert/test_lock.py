@@ -28,6 +28,8 @@ from tfperf.data.shards import progress_name
 from tfperf.data.verify import verify_dir
 from tfperf.util.lock import read_holder
 
+from helpers.convertkit import one_paragraph
+
 # Slow enough that both processes are converting at once (each takes several seconds).
 SLOW = "import time\ndef slow(row):\n    time.sleep(0.04)\n    return row\n"
 
@@ -84,41 +86,13 @@ def test_a_second_convert_of_the_same_split_is_refused_with_the_first_pid(tmp_pa
     assert list(got["splits"]) == ["train"]
 
 
-BOOM = """
-def always(row):
-    raise ValueError("cannot use this row")
-
-def late(row):
-    if int(row["x"]) == 40:
-        raise KeyError("label")
-    return row
-"""
-
-
-def _one_paragraph(res) -> str:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    text = res.stderr.strip()
-    assert text.startswith("error:") and "\n\n" not in text, text
-    return " ".join(text.split())
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "boom_prep.py").write_text(BOOM)
-    np.savez(tmp_path / "d.npz", x=np.arange(60, dtype=np.int64))
-    return tmp_path
-
-
 def test_out_is_a_file_or_under_a_file(data, cli):
     (data / "taken").write_text("a file, not a folder")
     res = cli("convert", "d.npz", "--out", "taken", "--quiet")
-    msg = _one_paragraph(res)
+    msg = one_paragraph(res)
     assert "--out taken: cannot write the dataset there" in msg and "a file" in msg, msg
     res = cli("convert", "d.npz", "--out", "taken/sub/dir", "--quiet")
-    msg = _one_paragraph(res)
+    msg = one_paragraph(res)
     assert "--out taken/sub/dir" in msg and "taken is a file" in msg, msg
     assert (data / "taken").read_text() == "a file, not a folder"
 

@@ -141,6 +141,13 @@ def _interrupted(tmp_path, monkeypatch, source, **kw):
     monkeypatch.setenv("FAIL_AT", "-1")
 
 
+def _resume(tmp_path, source, **kw):
+    """`convert --resume` of `source` into tmp_path/o, with _interrupted's preprocess."""
+    return convert(
+        source, tmp_path / "o", workers=1, progress=False, preprocess=fail_late, resume=True, **kw
+    )
+
+
 def _npz(path, seed):
     rng = np.random.default_rng(seed)
     np.savez(path, id=np.arange(100), x=rng.random((100, 4)).astype(np.float32))
@@ -151,15 +158,7 @@ def test_resume_refuses_a_changed_source(tmp_path, monkeypatch):
     _interrupted(tmp_path, monkeypatch, tmp_path / "d.npz", shard_bytes=400)
     _npz(tmp_path / "d.npz", 1)  # same path, size and shape; other values
     with pytest.raises(ConvertError) as err:
-        convert(
-            tmp_path / "d.npz",
-            tmp_path / "o",
-            workers=1,
-            progress=False,
-            preprocess=fail_late,
-            shard_bytes=400,
-            resume=True,
-        )
+        _resume(tmp_path, tmp_path / "d.npz", shard_bytes=400)
     msg = str(err.value)
     assert "cannot resume: content differ" in msg and "its content changed" in msg, msg
     assert str(tmp_path / "d.npz") in msg
@@ -169,35 +168,10 @@ def test_resume_refuses_another_shard_size_and_another_name(tmp_path, monkeypatc
     _npz(tmp_path / "d.npz", 0)
     _interrupted(tmp_path, monkeypatch, tmp_path / "d.npz", shard_bytes=400)
     with pytest.raises(ConvertError, match="--shard-size was 400 bytes, now 800"):
-        convert(
-            tmp_path / "d.npz",
-            tmp_path / "o",
-            workers=1,
-            progress=False,
-            preprocess=fail_late,
-            shard_bytes=800,
-            resume=True,
-        )
+        _resume(tmp_path, tmp_path / "d.npz", shard_bytes=800)
     with pytest.raises(ConvertError, match="is named 'd', not 'other'; resume with --name d"):
-        convert(
-            tmp_path / "d.npz",
-            tmp_path / "o",
-            workers=1,
-            progress=False,
-            preprocess=fail_late,
-            shard_bytes=400,
-            resume=True,
-            name="other",
-        )
-    m = convert(
-        tmp_path / "d.npz",
-        tmp_path / "o",
-        workers=1,
-        progress=False,
-        preprocess=fail_late,
-        shard_bytes=400,
-        resume=True,
-    )
+        _resume(tmp_path, tmp_path / "d.npz", shard_bytes=400, name="other")
+    m = _resume(tmp_path, tmp_path / "d.npz", shard_bytes=400)
     assert m.splits["train"].records == 100
 
 
@@ -210,13 +184,4 @@ def test_resume_refuses_a_changed_image_folder(tmp_path, monkeypatch):
     _interrupted(tmp_path, monkeypatch, root, shard_bytes=2000, image_size=(4, 4))
     Image.new("RGB", (4, 4), (9, 9, 9)).save(root / "a" / "0.png")  # replaced, same name
     with pytest.raises(ConvertError, match="the folder's files changed"):
-        convert(
-            root,
-            tmp_path / "o",
-            workers=1,
-            progress=False,
-            preprocess=fail_late,
-            shard_bytes=2000,
-            image_size=(4, 4),
-            resume=True,
-        )
+        _resume(tmp_path, root, shard_bytes=2000, image_size=(4, 4))

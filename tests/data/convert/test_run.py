@@ -53,17 +53,12 @@ def test_bad_row_stops_keeps_finished_shards_then_skip_rejects(tmp_path, cli):
     x = np.arange(80, dtype=np.float32).reshape(40, 2)
     x[25, 1] = np.nan
     np.savez(tmp_path / "d.npz", x=x)
-    res = cli(
-        "convert",
-        tmp_path / "d.npz",
-        "--out",
-        tmp_path / "o",
-        "--shard-size",
-        "300",
-        "--workers",
-        "1",
-        "--quiet",
-    )
+
+    def convert_d(*extra):
+        args = ["--out", tmp_path / "o", "--shard-size", "300", "--workers", "1", "--quiet"]
+        return cli("convert", tmp_path / "d.npz", *args, *extra)
+
+    res = convert_d()
     assert res.exit_code == 2
     msg = " ".join(res.stderr.split())
     assert "d.npz: row 26, feature 'x': expected finite floats, found nan at index [1]" in msg
@@ -74,20 +69,7 @@ def test_bad_row_stops_keeps_finished_shards_then_skip_rejects(tmp_path, cli):
     assert (
         not list((tmp_path / "o").glob(".*.tmp-*")) and not (tmp_path / "o/manifest.json").exists()
     )
-    res = cli(
-        "convert",
-        tmp_path / "d.npz",
-        "--out",
-        tmp_path / "o",
-        "--shard-size",
-        "300",
-        "--on-bad-row",
-        "skip",
-        "--quiet",
-        "--json",
-        "--workers",
-        "1",
-    )
+    res = convert_d("--on-bad-row", "skip", "--json")
     assert res.exit_code == 0, res.output
     m = load_manifest(tmp_path / "o")
     info = m.splits["train"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from tfperf.data.convert.run import PreprocessError
@@ -25,37 +24,12 @@ from tfperf.data.sources import BadValue
 from tfperf.data.verify import file_sha256, read_records
 from tfperf.errors import UserError
 
-BOOM = """
-def always(row):
-    raise ValueError("cannot use this row")
-
-def late(row):
-    if int(row["x"]) == 40:
-        raise KeyError("label")
-    return row
-"""
-
-
-def _one_paragraph(res) -> str:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    text = res.stderr.strip()
-    assert text.startswith("error:") and "\n\n" not in text, text
-    return " ".join(text.split())
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "boom_prep.py").write_text(BOOM)
-    np.savez(tmp_path / "d.npz", x=np.arange(60, dtype=np.int64))
-    return tmp_path
+from helpers.convertkit import one_paragraph
 
 
 def test_preprocess_that_raises_on_every_row(data, cli):
     res = cli("convert", "d.npz", "--out", "o", "--preprocess", "boom_prep:always", "--quiet")
-    msg = _one_paragraph(res)
+    msg = one_paragraph(res)
     assert "--preprocess boom_prep:always raised ValueError: cannot use this row" in msg, msg
     assert "row 1" in msg and "boom_prep.py, line 3" in msg
     assert issubclass(PreprocessError, UserError)
@@ -65,7 +39,7 @@ def test_preprocess_that_raises_on_every_row(data, cli):
 def test_preprocess_that_raises_on_one_row_names_it_from_1(data, cli, workers):
     args = ["--preprocess", "boom_prep:late", "--shard-size", "200", "--workers", workers]
     res = cli("convert", "d.npz", "--out", "o", "--quiet", *args)
-    msg = _one_paragraph(res)
+    msg = one_paragraph(res)
     assert "d.npz: row 41: --preprocess boom_prep:late raised KeyError: 'label'" in msg, msg
 
 

@@ -7,7 +7,6 @@ stage adds comes from the nested prefixes' rates; the cacheable prefix's end and
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -16,21 +15,7 @@ from tfperf.doctor.diagnosis.stages import cache_candidate, stage_prefix, stage_
 from tfperf.doctor.graph import lint
 from tfperf.measure import Measurement, Run
 
-BLOCK, BATCH = 64, 32
-
-
-def read_blocks(source: tf.Tensor) -> tf.data.Dataset:
-    return tf.data.Dataset.range(256).batch(BLOCK)
-
-
-def double(x: tf.Tensor) -> tf.Tensor:
-    return x * 2
-
-
-def blocked_pipeline() -> tf.data.Dataset:
-    """Four sources of 256 values each, read in blocks of 64, split, batched by 32."""
-    blocks = tf.data.Dataset.range(4).interleave(read_blocks, cycle_length=2, num_parallel_calls=2)
-    return blocks.map(double).unbatch().batch(BATCH).map(double).prefetch(1)
+from helpers.doctorkit import BATCH, blocked_pipeline, padded_pipeline
 
 
 def test_a_stage_of_blocks_is_timed_per_example():
@@ -46,33 +31,6 @@ def test_a_stage_of_blocks_is_timed_per_example():
 
 
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
-
-
-SPEC = {"tokens": tf.io.VarLenFeature(tf.int64), "label": tf.io.FixedLenFeature([], tf.int64)}
-
-
-def _records(n: int = 512) -> list[bytes]:
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(n):
-        ids = rng.integers(1, 100, int(rng.integers(3, 40)))
-        feats = {
-            "tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
-            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(ids[0] > 50)])),
-        }
-        ex = tf.train.Example(features=tf.train.Features(feature=feats))
-        out.append(ex.SerializeToString())
-    return out
-
-
-def _parse(rec):
-    ex = tf.io.parse_single_example(rec, SPEC)
-    return {"tokens": tf.cast(tf.sparse.to_dense(ex["tokens"]), tf.int32)}, ex["label"]
-
-
-def padded_pipeline(batch_size: int = 32) -> tf.data.Dataset:
-    ds = tf.data.Dataset.from_tensor_slices(_records()).map(_parse)
-    return ds.padded_batch(batch_size, padded_shapes=({"tokens": [None]}, []))
 
 
 def test_the_parse_before_padded_batch_is_timed_and_advised():

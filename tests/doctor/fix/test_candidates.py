@@ -23,30 +23,7 @@ from tfperf.doctor.rules.pipeline_end import PREFETCH_END
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.threads import INPUT_THREADS
 
-N = 20
-
-
-def write_files(tmp_path) -> list[str]:
-    paths = []
-    for i in range(N):
-        p = tmp_path / f"f{i:02d}.txt"
-        p.write_text(f"{i} {i * i}")
-        paths.append(str(p))
-    return paths
-
-
-def decode(path):
-    text = tf.io.read_file(path)
-    return tf.strings.to_number(tf.strings.split(text, " "), tf.int64)
-
-
-def users_pipeline(paths: list[str], buffer: int = N) -> tf.data.Dataset:
-    ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(buffer)  # list_files' shuffle
-    return ds.map(decode).batch(4).prefetch(tf.data.AUTOTUNE)
-
-
-def epoch(ds: tf.data.Dataset) -> list[tuple[int, int]]:
-    return [tuple(int(v) for v in row) for batch in ds for row in batch.numpy()]
+from helpers.doctorkit import epoch, files_pipeline, write_files
 
 
 def test_the_cache_is_tried_without_a_finding_whenever_there_is_work_to_cache(tmp_path):
@@ -54,7 +31,7 @@ def test_the_cache_is_tried_without_a_finding_whenever_there_is_work_to_cache(tm
     when no no_cache finding asked for it (the trial measures it); not where the pipeline
     caches already, nor where nothing deterministic is worth caching."""
     no_findings = SimpleNamespace(findings=[], variants={})
-    decoded = users_pipeline(write_files(tmp_path))
+    decoded = files_pipeline(write_files(tmp_path))
     cands = dict(dataset_candidates(lint.read_graph(decoded), decoded, no_findings))
     assert CACHE_PREFIX.label in cands
     cached = cands[CACHE_PREFIX.label](decoded, lint.read_graph(decoded))

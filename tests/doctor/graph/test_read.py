@@ -11,6 +11,7 @@ import tensorflow as tf
 from tfperf.doctor.graph import lint
 
 from helpers import slow_pipelines as sp
+from helpers.doctorkit import blocked_pipeline
 
 
 # ---- static lint ----------------------------------------------------------------------------
@@ -85,23 +86,6 @@ def test_options_padded_batches_and_pass_through_stages():
 
 
 # ---- blocks of records split by a later unbatch (as tfperf's own reader yields them) --------
-BLOCK, BATCH = 64, 32
-
-
-def read_blocks(source: tf.Tensor) -> tf.data.Dataset:
-    return tf.data.Dataset.range(256).batch(BLOCK)
-
-
-def double(x: tf.Tensor) -> tf.Tensor:
-    return x * 2
-
-
-def blocked_pipeline() -> tf.data.Dataset:
-    """Four sources of 256 values each, read in blocks of 64, split, batched by 32."""
-    blocks = tf.data.Dataset.range(4).interleave(read_blocks, cycle_length=2, num_parallel_calls=2)
-    return blocks.map(double).unbatch().batch(BATCH).map(double).prefetch(1)
-
-
 def test_only_stages_between_the_reader_and_the_unbatch_yield_blocks():
     graph = lint.read_graph(blocked_pipeline())
     kinds = [st.kind for st in graph.stages]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 import numpy as np
 import psutil
 import tensorflow as tf
-import yaml
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import (
@@ -28,11 +26,9 @@ from tfperf.doctor.probes.bounded import (
     mean_bytes,
 )
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from helpers import doctorkit
 
-# Small probes: the budget tests are about RAM, not precision.
-FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
-RAM_MB = 16  # the RAM budget of these run files: far below what the pipelines would hold
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 PIPELINES = '''"""User pipelines for probes/test_bounded.py."""
@@ -67,26 +63,7 @@ def big_model():
 
 def write_run(folder: Path, function: str, model: str, **extra: Any) -> Path:
     """`folder/<function>.yaml` naming `pipelines_bounded:<function>` and its model."""
-    (folder / "pipelines_bounded.py").write_text(PIPELINES)
-    run: dict[str, Any] = {
-        "data": {"pipeline": f"pipelines_bounded:{function}"},
-        "model": {"name": f"pipelines_bounded:{model}", "loss": "mse"},
-        "pipeline": {"batch_size": 8, "shuffle_ram_mb": RAM_MB},
-        "doctor": dict(FAST),
-    }
-    for key, value in extra.items():
-        run[key].update(value)
-    path = folder / f"{function}.yaml"
-    path.write_text(yaml.safe_dump(run, sort_keys=False))
-    return path
-
-
-def start_doctor(run: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), *args]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
-    return subprocess.Popen(
-        cmd, cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    return doctorkit.write_run(folder, "pipelines_bounded", PIPELINES, function, model, **extra)
 
 
 def watched(proc: subprocess.Popen, *, max_rss: int, max_seconds: float) -> tuple[str, float, int]:
@@ -116,7 +93,7 @@ def codes(diag: dict[str, Any]) -> list[str]:
 
 def test_huge_shuffle_is_named_from_the_graph_and_never_filled(tmp_path: Path):
     run = write_run(tmp_path, "huge_shuffle", "big_model")
-    proc = start_doctor(run, "--json", "--budget", "40")
+    proc = doctorkit.start_doctor(run, "--json", "--budget", "40")
     out, took, peak = watched(proc, max_rss=int(2.5 * 2**30), max_seconds=150)
     diag = json.loads(out)["diagnosis"]
     print(f"doctor: {took:.0f} s, peak RSS {peak / 2**30:.2f} GiB; {codes(diag)}")
@@ -127,7 +104,7 @@ def test_huge_shuffle_is_named_from_the_graph_and_never_filled(tmp_path: Path):
 
 def test_cache_over_budget_is_named_and_left_out_of_the_timed_copy(tmp_path: Path):
     run = write_run(tmp_path, "big_cache", "big_model", doctor={"steps": 30, "min_seconds": 1})
-    proc = start_doctor(run, "--json", "--budget", "40")
+    proc = doctorkit.start_doctor(run, "--json", "--budget", "40")
     out, took, peak = watched(proc, max_rss=int(2.5 * 2**30), max_seconds=150)
     diag = json.loads(out)["diagnosis"]
     print(f"doctor: {took:.0f} s, peak RSS {peak / 2**30:.2f} GiB; {codes(diag)}")

@@ -10,15 +10,12 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-import yaml
 
 from tfperf.doctor.probes.budget import (
     MIN_PROBE_SECONDS,
@@ -30,11 +27,10 @@ from tfperf.doctor.probes.budget import (
 )
 from tfperf.measure import Probe, Run
 
+from helpers import doctorkit
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# Small probes: the budget tests are about wall time, not precision.
-FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
-RAM_MB = 16  # the RAM budget of these run files
 SLOW = {"steps": 12, "repeats": 3}  # the slow pipeline's probes: far more than the budgets
 BUDGET = 10  # seconds: the slow pipeline's --budget (unbounded, its probes take ~45 s)
 
@@ -74,26 +70,7 @@ def vector_model():
 
 def write_run(folder: Path, function: str, model: str, **extra: Any) -> Path:
     """`folder/<function>.yaml` naming `pipelines_budget:<function>` and its model."""
-    (folder / "pipelines_budget.py").write_text(PIPELINES)
-    run: dict[str, Any] = {
-        "data": {"pipeline": f"pipelines_budget:{function}"},
-        "model": {"name": f"pipelines_budget:{model}", "loss": "mse"},
-        "pipeline": {"batch_size": 8, "shuffle_ram_mb": RAM_MB},
-        "doctor": dict(FAST),
-    }
-    for key, value in extra.items():
-        run[key].update(value)
-    path = folder / f"{function}.yaml"
-    path.write_text(yaml.safe_dump(run, sort_keys=False))
-    return path
-
-
-def start_doctor(run: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), *args]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
-    return subprocess.Popen(
-        cmd, cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    return doctorkit.write_run(folder, "pipelines_budget", PIPELINES, function, model, **extra)
 
 
 def test_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
@@ -147,7 +124,9 @@ def read_in_background(stream: IO[str]) -> list[str]:
 def test_ctrl_c_prints_what_was_measured_and_exits_130(tmp_path: Path):
     run = write_run(tmp_path, "slow", "vector_model", doctor=SLOW)
     # rich draws its progress line for a terminal only: each probe's name as it starts
-    proc = start_doctor(run, "--budget", "300", env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+    proc = doctorkit.start_doctor(
+        run, "--budget", "300", env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    )
     err = read_in_background(proc.stderr)
     # once a probe after the pipeline starts, the pipeline's first repeat was measured
     end = time.monotonic() + 240

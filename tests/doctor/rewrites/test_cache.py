@@ -6,40 +6,15 @@ from __future__ import annotations
 
 import collections
 
-import tensorflow as tf
-
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, source_shuffle
 
-N = 20
-
-
-def write_files(tmp_path) -> list[str]:
-    paths = []
-    for i in range(N):
-        p = tmp_path / f"f{i:02d}.txt"
-        p.write_text(f"{i} {i * i}")
-        paths.append(str(p))
-    return paths
-
-
-def decode(path):
-    text = tf.io.read_file(path)
-    return tf.strings.to_number(tf.strings.split(text, " "), tf.int64)
-
-
-def users_pipeline(paths: list[str], buffer: int = N) -> tf.data.Dataset:
-    ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(buffer)  # list_files' shuffle
-    return ds.map(decode).batch(4).prefetch(tf.data.AUTOTUNE)
-
-
-def epoch(ds: tf.data.Dataset) -> list[tuple[int, int]]:
-    return [tuple(int(v) for v in row) for batch in ds for row in batch.numpy()]
+from helpers.doctorkit import FILES, epoch, files_pipeline, write_files
 
 
 def test_the_decode_is_cached_and_the_shuffle_moves_after_it(tmp_path):
     paths = write_files(tmp_path)
-    ds = users_pipeline(paths)
+    ds = files_pipeline(paths)
     graph = lint.read_graph(ds)
     assert source_shuffle(graph) is not None
     assert [s.kind for s in cacheable_prefix(graph)] == ["source", "shuffle", "map"]
@@ -59,15 +34,15 @@ def test_the_decode_is_cached_and_the_shuffle_moves_after_it(tmp_path):
 def test_a_partial_source_shuffle_becomes_a_full_one_after_the_cache(tmp_path):
     # image_dataset_from_directory shuffles its paths with a buffer of batch_size * 8
     paths = write_files(tmp_path)
-    partial = users_pipeline(paths, buffer=5)
+    partial = files_pipeline(paths, buffer=5)
     fixed = cache_work(lint.read_graph(partial), partial, budget=2**20)
     assert fixed is not None
     shuffle = next(s for s in lint.read_graph(fixed).stages if s.kind == "shuffle")
-    assert shuffle.buffer_size == N  # every path, not 5
+    assert shuffle.buffer_size == FILES  # every path, not 5
     assert collections.Counter(epoch(fixed)) == collections.Counter(epoch(partial))
 
 
 def test_a_small_budget_is_left_alone(tmp_path):
     paths = write_files(tmp_path)
-    ds = users_pipeline(paths)
+    ds = files_pipeline(paths)
     assert cache_work(lint.read_graph(ds), ds, budget=100) is None  # 20 x 16 B x 2 > 100 B

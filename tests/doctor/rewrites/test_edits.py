@@ -22,6 +22,7 @@ from tfperf.doctor.rewrites.edits import (
 )
 
 from helpers import slow_pipelines as sp
+from helpers.doctorkit import padded_pipeline, token_records
 
 
 def test_same_examples_compares_multisets_across_batching():
@@ -59,38 +60,11 @@ def test_fix_trials_never_keep_a_change_that_alters_examples(tmp_path):
     assert same_examples(ds, moved)
 
 
-SPEC = {"tokens": tf.io.VarLenFeature(tf.int64), "label": tf.io.FixedLenFeature([], tf.int64)}
-
-
-def _records(n: int = 512) -> list[bytes]:
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(n):
-        ids = rng.integers(1, 100, int(rng.integers(3, 40)))
-        feats = {
-            "tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
-            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(ids[0] > 50)])),
-        }
-        ex = tf.train.Example(features=tf.train.Features(feature=feats))
-        out.append(ex.SerializeToString())
-    return out
-
-
-def _parse(rec):
-    ex = tf.io.parse_single_example(rec, SPEC)
-    return {"tokens": tf.cast(tf.sparse.to_dense(ex["tokens"]), tf.int32)}, ex["label"]
-
-
-def padded_pipeline(batch_size: int = 32) -> tf.data.Dataset:
-    ds = tf.data.Dataset.from_tensor_slices(_records()).map(_parse)
-    return ds.padded_batch(batch_size, padded_shapes=({"tokens": [None]}, []))
-
-
 def test_batch_before_map_leaves_a_padded_batch_alone():
     ds = padded_pipeline()
     assert batch_before_map(lint.read_graph(ds), ds) is None
     # a plain batch after the same kind of map still moves (the rewrite is not just off)
-    plain = tf.data.Dataset.from_tensor_slices(_records(64)).map(lambda r: r + "x").batch(8)
+    plain = tf.data.Dataset.from_tensor_slices(token_records(64)).map(lambda r: r + "x").batch(8)
     assert batch_before_map(lint.read_graph(plain), plain) is not None
 
 

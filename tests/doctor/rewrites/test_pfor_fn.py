@@ -5,8 +5,6 @@ whether the map could only ever run one element at a time. Real pfor traces."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import tensorflow as tf
 
@@ -14,19 +12,7 @@ from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.pfor_fn import Refused, library_of, vectorize_function
 from tfperf.doctor.rewrites.vectorize import refusal
 
-
-def _jpegs(folder: Path, n: int = 6) -> str:
-    """`n` small JPEG files; their glob."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        pixels = tf.random.stateless_uniform([20, 24, 3], seed=[i, 1], maxval=255, dtype=tf.int32)
-        tf.io.write_file(str(folder / f"{i}.jpg"), tf.io.encode_jpeg(tf.cast(pixels, tf.uint8)))
-    return str(folder / "*.jpg")
-
-
-def _load(path):
-    image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
-    return tf.image.resize(image, [16, 16]) / 255.0
+from helpers.doctorkit import jpegs, load_jpeg
 
 
 def test_each_function_is_traced_once(tmp_path):
@@ -37,7 +23,7 @@ def test_each_function_is_traced_once(tmp_path):
     first = vectorize_function(graph.graph_def, nodes, node, -1)
     assert vectorize_function(graph.graph_def, nodes, node, -1) is first  # remembered
     # A refusal is remembered too, and the rule's question reuses the fix's trace.
-    bad = tf.data.Dataset.list_files(_jpegs(tmp_path / "dogs", 2), shuffle=False).map(_load)
+    bad = tf.data.Dataset.list_files(jpegs(tmp_path / "dogs", 2), shuffle=False).map(load_jpeg)
     graph = lint.read_graph(bad.batch(2))
     st = next(s for s in graph.stages if s.kind == "map")
     why = refusal(graph, st)

@@ -8,8 +8,6 @@ rate when there is one. Real JPEG files, real pfor traces."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import tensorflow as tf
 
@@ -18,24 +16,12 @@ from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.rules import run_rules
 from tfperf.doctor.rules.stage_cost import fixed_share, per_element, prefix_cost
 
-
-def _jpegs(folder: Path, n: int = 6) -> str:
-    """`n` small JPEG files; their glob."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        pixels = tf.random.stateless_uniform([20, 24, 3], seed=[i, 1], maxval=255, dtype=tf.int32)
-        tf.io.write_file(str(folder / f"{i}.jpg"), tf.io.encode_jpeg(tf.cast(pixels, tf.uint8)))
-    return str(folder / "*.jpg")
-
-
-def _load(path):
-    image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
-    return tf.image.resize(image, [16, 16]) / 255.0
+from helpers.doctorkit import jpegs, load_jpeg
 
 
 def test_a_map_pfor_cannot_convert_gets_a_parallel_map_first(slow_map_evidence, tmp_path):
-    ds = tf.data.Dataset.list_files(_jpegs(tmp_path / "cats"), shuffle=False)
-    ds = ds.map(_load).batch(4).prefetch(2)
+    ds = tf.data.Dataset.list_files(jpegs(tmp_path / "cats"), shuffle=False)
+    ds = ds.map(load_jpeg).batch(4).prefetch(2)
     found = [f for f in run_rules(slow_map_evidence(ds)) if f.kind != "resume"]
     codes = [f.code for f in found]
     assert codes[0] == "sequential_map" and "per_example_map" not in codes, codes
@@ -77,8 +63,8 @@ def test_what_a_more_specific_finding_removes_and_what_is_left(slow_map_evidence
     ctx = slow_map_evidence(maps)
     st = next(s for s in ctx.graph.stages if s.kind == "map")
     assert per_element(ctx, st) is None and fixed_share(ctx, st) == 0.9  # vectorized
-    images = tf.data.Dataset.list_files(_jpegs(tmp_path / "birds", 2), shuffle=False)
-    ctx = slow_map_evidence(images.map(_load).batch(2))
+    images = tf.data.Dataset.list_files(jpegs(tmp_path / "birds", 2), shuffle=False)
+    ctx = slow_map_evidence(images.map(load_jpeg).batch(2))
     st = next(s for s in ctx.graph.stages if s.kind == "map")
     assert per_element(ctx, st).per_element and fixed_share(ctx, st) == 0.0  # stays
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tfperf.hooks import RunState
 from tfperf.train.checkpoints.folder import read_final
 from tfperf.train.checkpoints.save import (
     CheckpointHook,
@@ -26,6 +25,8 @@ from tfperf.train.checkpoints.save import (
     warn_if_iterator_large,
 )
 
+from helpers import trainkit
+
 
 def _hook(folder: Path, every_steps=None, every_seconds=None, iterator=None, **kw):
     step = tf.Variable(0, dtype=tf.int64)
@@ -34,26 +35,13 @@ def _hook(folder: Path, every_steps=None, every_seconds=None, iterator=None, **k
     return CheckpointHook(manager, every_steps, every_seconds, **kw)
 
 
-def _run(tmp_path: Path, step: int = 0) -> RunState:
-    return RunState(
-        cfg=None,
-        model=None,
-        optimizer=None,
-        strategy=None,
-        step=step,
-        out_dir=tmp_path,
-        train_writer=None,
-        examples_per_step=8,
-    )
-
-
 def _saved(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("ckpt-*.index"))
 
 
 def test_saves_every_s_steps_and_never_twice_at_one_step(tmp_path):
     ckpts = tmp_path / "checkpoints"
-    hook, run = _hook(ckpts, every_steps=4), _run(tmp_path)
+    hook, run = _hook(ckpts, every_steps=4), trainkit.run_state(tmp_path)
     hook.on_train_begin(run)
     for step in (2, 4, 6, 8):
         run.step = step
@@ -65,7 +53,7 @@ def test_saves_every_s_steps_and_never_twice_at_one_step(tmp_path):
 
 def test_saves_every_t_seconds(tmp_path):
     ckpts = tmp_path / "checkpoints"
-    hook, run = _hook(ckpts, every_seconds=60), _run(tmp_path)
+    hook, run = _hook(ckpts, every_seconds=60), trainkit.run_state(tmp_path)
     hook.on_train_begin(run)
     run.step = 3
     hook.on_loop_end(run, 3, {})
@@ -86,7 +74,7 @@ def test_saves_every_t_seconds(tmp_path):
 )
 def test_the_end_saves_and_writes_final_after_a_normal_end(tmp_path, reason, saved, final):
     ckpts = tmp_path / "checkpoints"
-    hook, run = _hook(ckpts), _run(tmp_path)
+    hook, run = _hook(ckpts), trainkit.run_state(tmp_path)
     hook.on_train_begin(run)
     run.step, run.stop_reason = 5, reason
     hook.on_train_end(run, {})
@@ -98,7 +86,7 @@ def test_the_end_saves_and_writes_final_after_a_normal_end(tmp_path, reason, sav
 
 def test_a_non_chief_workers_scratch_folder_goes_at_the_end(tmp_path):
     scratch = tmp_path / "worker_scratch" / "worker_1"
-    hook, run = _hook(scratch, scratch_dir=scratch), _run(tmp_path)
+    hook, run = _hook(scratch, scratch_dir=scratch), trainkit.run_state(tmp_path)
     hook.on_train_begin(run)
     run.step, run.stop_reason = 2, "max_steps"
     hook.on_train_end(run, {})
@@ -110,7 +98,7 @@ def test_a_saved_iterator_is_part_of_the_checkpoint(tmp_path):
     it = iter(tf.data.Dataset.range(100))
     hook = _hook(tmp_path / "checkpoints", iterator=it)
     assert hook.saves_input
-    run = _run(tmp_path, step=1)
+    run = trainkit.run_state(tmp_path, step=1)
     next(it), next(it)
     hook.save(run)
     again = iter(tf.data.Dataset.range(100))
@@ -129,7 +117,7 @@ def test_large_iterator_checkpoint_is_announced_with_its_size():
 
 def test_a_signal_is_a_stop_request_and_a_second_one_interrupts(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
-    run = _run(tmp_path)
+    run = trainkit.run_state(tmp_path)
     with StopOnSignal(run) as stop:
         signal.raise_signal(signal.SIGTERM)
         assert (run.stop_reason, run.signal, stop.received) == ("signal", "SIGTERM", "SIGTERM")
