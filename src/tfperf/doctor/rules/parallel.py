@@ -12,11 +12,11 @@ from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rules.registry import Rewrite, rule
 from tfperf.doctor.rules.stage_cost import (
-    MIN_STAGE_SHARE,
     PY_PARALLEL,
     SLOWER,
     measured_rewrite,
     per_element,
+    sequential_stage,
     stage_finding,
 )
 from tfperf.util.format import number, plural
@@ -39,19 +39,11 @@ NONDETERMINISTIC = Rewrite(
 )
 
 
-def _sequential(ctx: Evidence, st: lint.GraphStage) -> bool:
-    return (
-        st.kind in ("map", "map_batch", "parse")
-        and st.parallelism is None
-        and ctx.share(st.index) >= MIN_STAGE_SHARE
-    )
-
-
 @rule("sequential_map", "input", 100, rewrites=(MAP_OPTIONS, PARALLEL_MAPS, PARALLEL_PREPROCESSING))
 def rule_sequential_map(ctx: Evidence) -> list[Finding]:
     out = []
     share = 1.0 - 1.0 / max(1, ctx.cores)
-    stages = [st for st in ctx.graph.stages if _sequential(ctx, st)]
+    stages = [st for st in ctx.graph.stages if sequential_stage(ctx, st)]
     measured = measured_rewrite(ctx, PARALLEL, stages)
     if measured is not None and PARALLEL in ctx.slower and measured[0] < SLOWER * ctx.pipeline:
         return []  # timed: parallel maps are slower on this host (overheads, GIL)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tfperf.doctor.evidence.evidence import VECTORIZED, Evidence
+from tfperf.doctor.evidence.evidence import PARALLEL, VECTORIZED, Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites.pfor_fn import Refused
@@ -165,12 +165,41 @@ def stage_rule(
             f.evidence += (
                 f"; timed with the rewrite: {number(measured[0])} ex/s" if measured else ""
             )
+            _at_least_parallel(ctx, st, f, REMOVED[code])
             out.append(f)
         return out
 
     detect.__name__ = f"rule_{code}"
     register(Rule(code, "input", priority, detect, rewrites))
     return detect
+
+
+def sequential_stage(ctx: Evidence, st: lint.GraphStage) -> bool:
+    """A map or parse without num_parallel_calls that costs a share worth changing."""
+    return (
+        st.kind in ("map", "map_batch", "parse")
+        and st.parallelism is None
+        and ctx.share(st.index) >= MIN_STAGE_SHARE
+    )
+
+
+def _at_least_parallel(ctx: Evidence, st: lint.GraphStage, f: Finding, removed: float) -> None:
+    """A change that removes a sequential stage's whole cost (offline, TF ops) gains at
+    least what the same stage run in parallel was timed at: its estimate, from stage costs
+    that are differences of noisy prefixes, once fell below that timing on a loaded host
+    and ranked the lesser change (parallel numpy_function) first."""
+    if removed < 1.0 or not sequential_stage(ctx, st):
+        return
+    parallel = measured_rewrite(
+        ctx, PARALLEL, [s for s in ctx.graph.stages if sequential_stage(ctx, s)]
+    )
+    if parallel is None or parallel[0] <= ctx.pipeline:
+        return
+    floor = stage_finding(ctx, st, f.code, f.title, f.change, removed, measured=parallel)
+    if floor.expected_speedup and floor.expected_speedup > (f.expected_speedup or 0.0):
+        f.expected_speedup, f.expected = floor.expected_speedup, floor.expected
+        f.saves_wall, f.saves_cpu = floor.saves_wall, floor.saves_cpu
+        f.evidence += f"; at least the {number(parallel[0])} ex/s timed with it in parallel"
 
 
 def _padded_hint(ctx: Evidence, st: lint.GraphStage) -> str:
