@@ -4,6 +4,9 @@ the work is in tfperf/doctor/."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -157,7 +160,7 @@ def register(app: typer.Typer) -> None:
         from tfperf.doctor.diagnosis.diagnose import diagnose
         from tfperf.doctor.fix.entry import fix_pipeline
         from tfperf.doctor.fix.runfile import default_output
-        from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
+        from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, INTERRUPTED, Budget
         from tfperf.doctor.report.render import render_diagnosis, render_fix
 
         if cfg.workload and not cfg.data.pipeline:
@@ -175,14 +178,17 @@ def register(app: typer.Typer) -> None:
 
             budget = Budget(total, on_probe=show)
             try:
-                # The diagnosis takes at most DOCTOR_SECONDS of a --fix budget.
-                part = min(DOCTOR_SECONDS, total / 3) if fix else total
-                diag = diagnose(cfg, tick=lambda _: bar.advance(1), budget=budget.part(part))
-                result = None
-                if fix:
-                    written = Path(out) if out else default_output(runfile, cfg)
-                    tick = lambda _: bar.advance(1)  # noqa: E731
-                    result = fix_pipeline(cfg, diag, out=written, tick=tick, budget=budget)
+                with ctrl_c_noted():
+                    # The diagnosis takes at most DOCTOR_SECONDS of a --fix budget.
+                    part = min(DOCTOR_SECONDS, total / 3) if fix else total
+                    diag = diagnose(cfg, tick=lambda _: bar.advance(1), budget=budget.part(part))
+                    result = None
+                    if fix:
+                        written = Path(out) if out else default_output(runfile, cfg)
+                        tick = lambda _: bar.advance(1)  # noqa: E731
+                        result = fix_pipeline(cfg, diag, out=written, tick=tick, budget=budget)
+                    if INTERRUPTED.is_set():  # swallowed on the way (see ctrl_c_noted)
+                        raise KeyboardInterrupt
             except KeyboardInterrupt:
                 interrupted(budget, json_out)
         data = {"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None}
@@ -209,6 +215,30 @@ def parse_allow(text: str) -> list[Any]:
             f"{', '.join(repr(n) for n in wrong)}"
         )
     return names
+
+
+@contextlib.contextmanager
+def ctrl_c_noted() -> Iterator[None]:
+    """Ctrl-C (SIGINT) also sets the doctor's INTERRUPTED flag: a KeyboardInterrupt raised
+    while TensorFlow runs Python on the main thread can come back as an op error, which a
+    probe reports as not measured, and the doctor then ran to its end and exited 0."""
+    from tfperf.doctor.probes.budget import INTERRUPTED
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        INTERRUPTED.set()
+        signal.default_int_handler(signum, frame)
+
+    INTERRUPTED.clear()
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread (a library caller's thread): nothing to note
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        INTERRUPTED.clear()  # a later diagnosis in this process starts afresh
 
 
 def interrupted(budget: Any, json_out: bool) -> None:

@@ -18,6 +18,7 @@ from typing import IO, Any
 import pytest
 
 from tfperf.doctor.probes.budget import (
+    INTERRUPTED,
     MIN_PROBE_SECONDS,
     MIN_TRIAL_SECONDS,
     NOT_MEASURED,
@@ -198,3 +199,23 @@ def test_the_fix_clock_shares_what_is_left_and_keeps_the_final_check():
     assert clock.check_deadline - time.monotonic() == pytest.approx(share / 2, abs=1.0)
     budget.end = time.monotonic() + 2 * MIN_TRIAL_SECONDS - 0.5
     assert clock.next_trial() is None  # what is left goes to the final check
+
+
+def test_a_ctrl_c_noted_stops_the_next_repeat_even_if_tensorflow_swallowed_it():
+    import os
+    import signal
+
+    from tfperf.cli.doctor import ctrl_c_noted
+
+    ran: list[int] = []
+    probe = Budget(60.0).watch(Probe("p", lambda: ran.append(1) or Run(1.0, 8, 1)))
+    with pytest.raises(KeyboardInterrupt), ctrl_c_noted():
+        probe()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # this process's own Ctrl-C
+            time.sleep(1)  # the handler raises KeyboardInterrupt here
+        except KeyboardInterrupt:
+            pass  # as a TensorFlow op error that a probe reported would swallow it
+        probe()  # the next repeat: stopped
+    assert ran == [1]
+    assert not INTERRUPTED.is_set()  # cleared for the next diagnosis in this process

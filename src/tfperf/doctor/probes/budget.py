@@ -5,6 +5,7 @@ Ctrl-C prints). A probe that the budget leaves no time for is reported as not me
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
@@ -18,6 +19,9 @@ FIX_SECONDS = 300.0  # `tfperf doctor --fix` by default, the diagnosis included
 MIN_PROBE_SECONDS = 0.2  # a repeat timed for less than this says little
 NOT_MEASURED = "not measured within the time budget"
 OnProbe = Callable[[str, float], None]  # (probe name, seconds left) before each repeat
+# Set by `tfperf doctor`'s Ctrl-C handler: a KeyboardInterrupt raised inside TensorFlow can
+# come back as an op error that a probe reports as not measured; the next repeat stops here.
+INTERRUPTED = threading.Event()
 
 
 class OutOfTime(Exception):
@@ -59,6 +63,8 @@ class Budget:
         runs: list[Run] = []  # a probe measured once is not dropped later: rounds stop on their own
 
         def run_once() -> Run:
+            if INTERRUPTED.is_set():
+                raise KeyboardInterrupt
             if not required and not runs and time.monotonic() > deadline:
                 raise OutOfTime(self.seconds)
             if self.on_probe is not None:
