@@ -221,7 +221,9 @@ def parse_allow(text: str) -> list[Any]:
 def ctrl_c_noted() -> Iterator[None]:
     """Ctrl-C (SIGINT) also sets the doctor's INTERRUPTED flag: a KeyboardInterrupt raised
     while TensorFlow runs Python on the main thread can come back as an op error, which a
-    probe reports as not measured, and the doctor then ran to its end and exited 0."""
+    probe reports as not measured, and the doctor then ran to its end and exited 0. A doctor
+    started with SIGINT ignored (a script's background job: Python then keeps it ignored)
+    stops on it too."""
     from tfperf.doctor.probes.budget import INTERRUPTED
 
     def on_sigint(signum: int, frame: Any) -> None:
