@@ -39,12 +39,14 @@ def test_slower_means_every_paired_repeat():
 
 
 def _work(rounds: int):
-    """Batches of 16 [32, 32] matrices, each multiplied by itself `rounds` times."""
-    ds = tf.data.Dataset.range(64).map(lambda i: tf.fill([32, 32], tf.cast(i, tf.float32)))
+    """Batches of 16 [64, 64] matrices, each multiplied by itself `rounds` times: at 4 rounds
+    a batch is already well above a loaded host's ~1 ms wait per pulled batch (at [32, 32]
+    that wait hid the 10x and one pair of repeats beside two CPU hogs read faster)."""
+    ds = tf.data.Dataset.range(64).map(lambda i: tf.fill([64, 64], tf.cast(i, tf.float32)))
 
     def heavy(x):
         for _ in range(rounds):
-            x = tf.matmul(x, x) / 32.0
+            x = tf.matmul(x, x) / 64.0
         return x
 
     return ds.batch(16).map(heavy).repeat()
@@ -52,8 +54,8 @@ def _work(rounds: int):
 
 def test_a_second_look_keeps_only_what_is_slower_again():
     probes = [
-        pipeline_probe("pipeline", _work(4), batches=8, warmup=2, min_seconds=0.05),
-        pipeline_probe(PARALLEL, _work(40), batches=8, warmup=2, min_seconds=0.05),
+        pipeline_probe("pipeline", _work(4), batches=8, warmup=2, min_seconds=0.1),
+        pipeline_probe(PARALLEL, _work(40), batches=8, warmup=2, min_seconds=0.1),
     ]
     calls = []
 
@@ -64,7 +66,7 @@ def test_a_second_look_keeps_only_what_is_slower_again():
     assert confirmed_slower({PARALLEL}, probes, {}, measure) == {PARALLEL}  # 10x the work
     assert calls == [["pipeline", PARALLEL]]
     # Timed faster this time: the first look was the host's noise, the advice stays.
-    probes[1] = pipeline_probe(PARALLEL, _work(1), batches=8, warmup=2, min_seconds=0.05)
+    probes[1] = pipeline_probe(PARALLEL, _work(1), batches=8, warmup=2, min_seconds=0.1)
     assert confirmed_slower({PARALLEL}, probes, {}, measure) == set()
     assert confirmed_slower(set(), probes, {}, measure) == set() and len(calls) == 2
 
