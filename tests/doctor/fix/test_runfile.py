@@ -42,7 +42,7 @@ def test_results_changing_findings_are_tried_only_when_allowed(evidence):
     )
     findings = run_rules(ctx)
     assert {"precision", "small_batch"} <= {f.code for f in findings}
-    diag = SimpleNamespace(findings=findings, batch_size=8)
+    diag = SimpleNamespace(findings=findings, batch_size=8, variants=ctx.variants)
     cfg = config_from_dict({"workload": "regression"})
     names = [n for n, _ in run_file_candidates(cfg, diag)]
     assert "precision mixed_bfloat16" not in names and "larger batch" not in names
@@ -51,8 +51,9 @@ def test_results_changing_findings_are_tried_only_when_allowed(evidence):
         "--allow batch" in ln for ln in lines
     )
     cfg = config_from_dict({"workload": "regression", "doctor": {"allow": ["precision", "batch"]}})
-    names = [n for n, _ in run_file_candidates(cfg, diag)]
-    assert "precision mixed_bfloat16" in names and "larger batch" in names
+    cands = dict(run_file_candidates(cfg, diag))
+    assert "precision mixed_bfloat16" in cands and "larger batch" in cands
+    assert cands["larger batch"] == {"pipeline.batch_size": 32}  # the batch timed fastest
     assert withheld(cfg, diag) == []
 
 

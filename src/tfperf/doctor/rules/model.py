@@ -25,13 +25,24 @@ XLA = Rewrite("XLA")  # the run file's train.jit_compile: true
 # gives it the precision finding's gain.
 
 
+def fastest_batch(variants: dict[str, float]) -> tuple[str, int] | None:
+    """The batch what-if (2x or 4x the batch) that gave the most examples/s, the smaller on
+    a tie: (its variant name, its batch size); None when none was timed. The small_batch
+    finding names it and --allow batch applies it."""
+    sizes = [k for k in variants if "batch=" in k]
+    if not sizes:
+        return None
+    name = max(sizes, key=lambda k: (variants[k], -int(k.split("=", 1)[1])))
+    return name, int(name.split("=", 1)[1])
+
+
 @rule("small_batch", "compute", 170, rewrites=(LARGER_BATCH,))
 def rule_small_batch(ctx: Evidence) -> list[Finding]:
-    sizes = [k for k in ctx.variants if "batch=" in k]
-    if not sizes:
+    fastest = fastest_batch(ctx.variants)
+    if fastest is None:
         return []
-    # Per example, the fastest of 2x and 4x the batch (the smaller one on a tie).
-    name = max(sizes, key=lambda k: (ctx.variants[k], -int(k.split("=", 1)[1])))
+    name, bigger = fastest
+    sizes = [k for k in ctx.variants if "batch=" in k]
     big = ctx.variants[name]
     batch = ctx.graph.batch_size or int(ctx.compute_batch)
     others = "; ".join(
@@ -46,7 +57,6 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
     ratio = big / max(1e-9, now)
     if ratio < SMALL_BATCH_GAIN:
         return []
-    bigger = name.split("=", 1)[1]
     return [
         Finding(
             "small_batch",
