@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
         from tfperf.doctor.diagnosis.diagnose import diagnose
         from tfperf.doctor.fix.entry import fix_pipeline
         from tfperf.doctor.fix.runfile import default_output
-        from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, INTERRUPTED, Budget
+        from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
         from tfperf.doctor.report.render import render_diagnosis, render_fix
 
         if cfg.workload and not cfg.data.pipeline:
@@ -187,8 +187,6 @@ def register(app: typer.Typer) -> None:
                         written = Path(out) if out else default_output(runfile, cfg)
                         tick = lambda _: bar.advance(1)  # noqa: E731
                         result = fix_pipeline(cfg, diag, out=written, tick=tick, budget=budget)
-                    if INTERRUPTED.is_set():  # swallowed on the way (see ctrl_c_noted)
-                        raise KeyboardInterrupt
             except KeyboardInterrupt:
                 interrupted(budget, json_out)
         data = {"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None}
@@ -238,6 +236,8 @@ def ctrl_c_noted() -> Iterator[None]:
         return
     try:
         yield
+        if INTERRUPTED.is_set():  # swallowed on the way: the work ran on to its end
+            raise KeyboardInterrupt
     finally:
         signal.signal(signal.SIGINT, previous)
         INTERRUPTED.clear()  # a later diagnosis in this process starts afresh

@@ -219,3 +219,18 @@ def test_a_ctrl_c_noted_stops_the_next_repeat_even_if_tensorflow_swallowed_it():
         probe()  # the next repeat: stopped
     assert ran == [1]
     assert not INTERRUPTED.is_set()  # cleared for the next diagnosis in this process
+
+
+def test_a_ctrl_c_swallowed_after_the_last_repeat_still_ends_the_run():
+    import os
+    import signal
+
+    from tfperf.cli.doctor import ctrl_c_noted
+
+    with pytest.raises(KeyboardInterrupt), ctrl_c_noted():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # this process's own Ctrl-C
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass  # swallowed, and no repeat comes after it: leaving the block raises it
+    assert not INTERRUPTED.is_set()
