@@ -145,8 +145,17 @@ def blur_and_jitter(images, labels, augment=True):
     return x, labels
 
 
+def _one_thread_per_op() -> tf.data.Options:
+    # Each op on one thread, as on a host whose cores all feed an accelerator: otherwise the
+    # einsums spread over both cores here and parallel calls gain little on a loaded host.
+    options = tf.data.Options()
+    options.threading.max_intra_op_parallelism = 1
+    return options
+
+
 def sequential_heavy_map(data_dir, batch_size=64, augment=True, **kwargs):
     dataset = tf.data.Dataset.from_tensor_slices(_load(data_dir, "images", "y"))
+    dataset = dataset.with_options(_one_thread_per_op())
     dataset = dataset.shuffle(1000).batch(batch_size)
     dataset = dataset.map(lambda x, y: blur_and_jitter(x, y, augment))
     return dataset.prefetch(AUTOTUNE)
@@ -154,6 +163,7 @@ def sequential_heavy_map(data_dir, batch_size=64, augment=True, **kwargs):
 
 def sequential_heavy_map_tuned(data_dir, batch_size=64, augment=True, **kwargs):
     ds = tf.data.Dataset.from_tensor_slices(_load(data_dir, "images", "y"))
+    ds = ds.with_options(_one_thread_per_op())
     ds = ds.shuffle(1000).batch(batch_size)
     ds = ds.map(
         lambda x, y: blur_and_jitter(x, y, augment),
