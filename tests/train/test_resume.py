@@ -73,7 +73,7 @@ def _interrupt_after(proc: subprocess.Popen, log: Path, lines: int, sig: int) ->
     ("strategy", "replicas", "shards", "plan"),
     [
         # (steps to wait for, signal): kill -9 between checkpoints, SIGTERM (saves at once)
-        ("one_device", 1, 3, [(5, signal.SIGKILL), (4, signal.SIGTERM), (8, signal.SIGKILL)]),
+        ("one_device", 1, 3, [(5, signal.SIGKILL), (4, signal.SIGTERM)]),
         # mirrored on 2 logical CPUs: one pipeline and one saved iterator per replica
         ("mirrored", 2, 2, [(4, signal.SIGKILL), (2, signal.SIGTERM)]),
     ],
