@@ -30,7 +30,10 @@ def test_optimize_caps_a_huge_shuffle_first_and_apply_rewrites_replays_it():
     def pair(i):
         return tf.fill([per // 4], tf.cast(i, tf.float32)), tf.cast(i % 2, tf.float32)
 
-    ds = tf.data.Dataset.range(10**12).map(pair).shuffle(200_000_000).batch(8)
+    def jitter(x, y):  # random numbers: the shuffle cannot move before this map
+        return x + tf.random.uniform([]), y
+
+    ds = tf.data.Dataset.range(10**12).map(pair).map(jitter).shuffle(200_000_000).batch(8)
     rss = psutil.Process().memory_info().rss
     fast, report = tfperf.optimize(
         ds, None, ram_budget_mb=8, budget_s=5, overrides=["doctor.steps=4", "doctor.warmup=1"]
@@ -68,3 +71,24 @@ def test_a_rewrite_replay_cannot_apply_is_a_user_error_or_skipped():
     py = tf.data.Dataset.range(8).map(lambda x: tf.numpy_function(lambda v: v, [x], tf.int64))
     with pytest.raises(UserError, match="Skipped: nothing vectorized"):
         replay(py.batch(4), ["vectorize per-example maps"], None)
+
+
+def test_optimize_moves_a_shuffle_of_decoded_examples_before_the_decode():
+    def decode(i):
+        return tf.fill([64 * 1024], tf.cast(i, tf.float32)), tf.cast(i % 2, tf.float32)
+
+    ds = tf.data.Dataset.range(2000).map(decode).shuffle(500).batch(8)  # 128 MiB of buffer
+    fast, report = tfperf.optimize(
+        ds, None, budget_s=5, overrides=["doctor.steps=4", "doctor.warmup=1"]
+    )
+    codes = [f.code for f in report.diagnosis.findings]
+    assert "shuffle_after_decode" in codes, codes
+    move = report.fix.trials[0]
+    assert move.name == "shuffle before the decode" and move.kept, str(report)
+    assert "MiB less RAM" in move.reason
+    assert report.kept[0] == move.name
+    kinds = [s.kind for s in lint.read_graph(fast).stages]
+    assert kinds.index("shuffle") < kinds.index("map"), kinds
+    replayed = tfperf.apply_rewrites(ds, [move.name])
+    kinds = [s.kind for s in lint.read_graph(replayed).stages]
+    assert kinds.index("shuffle") < kinds.index("map"), kinds

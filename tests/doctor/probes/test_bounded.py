@@ -163,3 +163,16 @@ def test_a_cache_over_the_budget_is_left_out_and_named(tmp_path: Path):
     on_disk = tf.data.Dataset.range(1000).map(lambda i: tf.fill([256], i))
     on_disk = on_disk.cache(str(tmp_path / "cache"))
     assert bounded(on_disk, lint.read_graph(on_disk), 2**20).oversize_caches == []
+
+
+def test_a_shuffle_after_a_decode_also_gets_the_bytes_before_the_decode():
+    def decode(i):
+        return tf.fill([256], tf.cast(i, tf.float32))
+
+    ds = tf.data.Dataset.range(100).map(decode).shuffle(50).batch(4)
+    graph = lint.read_graph(ds)
+    b = bounded(ds, graph, budget=2**30)
+    at = next(s.index for s in graph.stages if s.kind == "shuffle")
+    assert b.bytes_in[at] == 1024 and b.early_bytes == {at: 8}  # floats, then an int64 index
+    first = tf.data.Dataset.range(100).shuffle(50).map(decode)  # nothing to move: no entry
+    assert bounded(first, lint.read_graph(first), budget=2**30).early_bytes == {}

@@ -25,8 +25,9 @@ def test_each_rule_is_registered_once_with_a_kind_and_a_priority_of_its_own():
     assert len(codes) == len(set(codes)) and set(PRIORITY) == set(codes)
     assert all(r.kind in KINDS for r in RULES)
     assert len({r.priority for r in RULES}) == len(RULES)  # ties never left to chance
-    assert PRIORITY[:4] == (
+    assert PRIORITY[:5] == (
         "shuffle_over_budget",
+        "shuffle_after_decode",
         "cache_after_random",
         "shuffle_after_batch",
         "repeat_before_shuffle",

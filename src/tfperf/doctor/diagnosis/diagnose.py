@@ -261,6 +261,7 @@ def diagnose(
         paired=paired,
         budget=ram_budget_bytes(cfg),
         shuffle_bytes=shuffle_bytes,
+        shuffle_early_bytes=capped.early_bytes,
         cache_candidate=cache_candidate(capped.graph),
         nondeterministic_rate=(
             None

@@ -70,6 +70,8 @@ class Evidence:
     # The rewrites that every paired repeat timed slower than the pipeline (measure.compare),
     # twice (rewritten.confirmed_slower): a median of a few short repeats flips on a busy host.
     slower: set[str] = field(default_factory=set)
+    # Shuffle stage -> bytes per element before the maps it could precede (lint.maps_before).
+    shuffle_early_bytes: dict[int, int] = field(default_factory=dict)
     # Compute what-if -> its paired comparison against PAIRED_COMPUTE (B = the what-if).
     paired: dict[str, Comparison] = field(default_factory=dict)
 

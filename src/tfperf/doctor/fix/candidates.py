@@ -31,6 +31,7 @@ from tfperf.doctor.rewrites.io import (
     parallel_reads,
     random_before_cache,
 )
+from tfperf.doctor.rewrites.shuffle_early import early_site, shuffle_before_maps
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
 from tfperf.doctor.rules import Rewrite
 from tfperf.doctor.rules.cache import CACHE_PREFIX, MOVE_CACHE
@@ -46,6 +47,7 @@ from tfperf.doctor.rules.parallel import (
 from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
 from tfperf.doctor.rules.pipeline_end import FLOAT32, PREFETCH_END
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
+from tfperf.doctor.rules.shuffle_early import SHUFFLE_EARLY
 from tfperf.doctor.rules.threads import INPUT_THREADS, threads_variant
 from tfperf.inputs.datasets import with_input_threads
 
@@ -227,6 +229,8 @@ def _graph_edits(
             return capped if caps else None
 
         out.append((CAP_SHUFFLE.label, cap))
+    if early_site(graph) is not None:
+        out.append((SHUFFLE_EARLY.label, lambda d, g: shuffle_before_maps(g, d)))
     if random_before_cache(graph) is not None:
         move = lambda d, g: cache_before_random(g, d, ram)  # noqa: E731
         out.append((MOVE_CACHE.label, move))

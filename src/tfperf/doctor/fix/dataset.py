@@ -31,7 +31,9 @@ from tfperf.doctor.rewrites.edits import (
     same_examples,
 )
 from tfperf.doctor.rewrites.io import cap_shuffles
+from tfperf.doctor.rewrites.shuffle_early import shuffle_before_maps
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
+from tfperf.doctor.rules.shuffle_early import SHUFFLE_EARLY
 from tfperf.doctor.rules.threads import INPUT_THREADS
 from tfperf.errors import UserError
 from tfperf.measure import Probe
@@ -63,7 +65,10 @@ def fix_dataset(
             FIX_CLOCK.reset(token)
     tick = tick or (lambda label: None)
     d = cfg.doctor
-    # A shuffle buffer beyond the RAM budget is cut to it first, kept whatever the timing.
+    # A shuffle of decoded examples moves before the decode first (a RAM change, kept once
+    # verified, whatever the timing); a buffer still beyond the RAM budget is then cut to it.
+    early = _shuffle_early(diag, ds)
+    ds = early[0] if early is not None else ds
     ram = ram_budget_bytes(cfg)
     users_ds, caps = cap_shuffles(lint.read_graph(ds), ds, ram)
     # The trials time a copy as the diagnosis did: such a buffer holds MEASURE_BUFFER
@@ -79,7 +84,8 @@ def fix_dataset(
     best_ds = ds
     trials: list[FixTrial] = []
     changes: list[str] = []
-    cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] != CAP_SHUFFLE.label]  # done
+    done = (CAP_SHUFFLE.label, SHUFFLE_EARLY.label)  # RAM changes, decided above
+    cands = [c for c in dataset_candidates(graph, ds, diag) if c[0] not in done]
     if not diag.input_trials:  # the model sets the pace: only compute-side rewrites
         cands = [c for c in cands if c[0] == INPUT_THREADS.label]
         skipped = FixTrial("input changes", NO_INPUT_TRIALS, None, False, "not input-bound")
@@ -143,6 +149,9 @@ def fix_dataset(
         # The user's pipeline gets the buffer capped to the budget, not the timed copy's.
         best_ds = replay(users_ds, changes, diag, strict=False)
         changes.insert(0, CAP_SHUFFLE.label)
+    if early is not None:
+        trials.insert(0, early[1])
+        changes[:0] = [SHUFFLE_EARLY.label] if early[1].kept else []
     return FixResult(
         outcome.before,
         outcome.after,
@@ -154,6 +163,26 @@ def fix_dataset(
         outcome.check,
         predicted=predicted if outcome.keep else None,
     )
+
+
+def _shuffle_early(diag: Diagnosis, ds: tf.data.Dataset) -> tuple[tf.data.Dataset, FixTrial] | None:
+    """`ds` with its shuffle moved before the decode, and the trial row saying so, when the
+    diagnosis found a buffer of decoded examples and the multiset check passes."""
+    found = next((f for f in diag.findings if f.code == "shuffle_after_decode"), None)
+    moved = shuffle_before_maps(lint.read_graph(ds), ds) if found is not None else None
+    if found is None or moved is None:
+        return None
+    clock = FIX_CLOCK.get()
+    try:
+        same = same_examples(*moved.doctor_check, deadline=clock.check_deadline if clock else None)
+    except ExamplesOutOfTime as cut:
+        same, why = False, f"not checked within the time budget ({cut})"
+    else:
+        why = "changes the examples"
+    name = SHUFFLE_EARLY.label
+    if not same:
+        return ds, FixTrial(name, name, None, False, why)
+    return moved, FixTrial(name, name, None, True, f"RAM: {found.expected}")
 
 
 def replay(

@@ -31,6 +31,7 @@ __all__ = [
     "deterministic_stages",
     "float64_outputs",
     "known_cardinality",
+    "maps_before",
     "prefix_dataset",
     "read_graph",
     "rebuild",
@@ -64,6 +65,18 @@ def deterministic_prefix(graph: DatasetGraph) -> list[GraphStage]:
         if st.is_random or st.kind in ("repeat", "cache", "prefetch") or st.has_py_func:
             break
         out.append(st)
+    return out
+
+
+def maps_before(graph: DatasetGraph, shuffle: GraphStage) -> list[GraphStage]:
+    """The maps right before `shuffle` that it could come before with the same orders: each
+    one element in, one out (a map, not a filter or a batch), with no random numbers. A
+    shuffle of their inputs then gives the same random permutations of the same examples."""
+    out: list[GraphStage] = []
+    for st in reversed(graph.stages[: shuffle.index]):
+        if st.kind != "map" or st.batched or st.is_random or st.is_generator or st.index == 0:
+            break
+        out.insert(0, st)
     return out
 
 

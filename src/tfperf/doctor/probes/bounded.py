@@ -33,6 +33,9 @@ class Bounded:
     dataset: tf.data.Dataset
     graph: lint.DatasetGraph  # stages of the original (labels), GraphDef of the copy
     bytes_in: dict[int, int] = field(default_factory=dict)  # stage index -> B per element in
+    # shuffle stage -> B per element at the start of the maps it could move before
+    # (lint.maps_before): what its buffer would hold there.
+    early_bytes: dict[int, int] = field(default_factory=dict)
     capped: dict[int, int] = field(default_factory=dict)  # shuffle stage -> measured buffer
     oversize_caches: list[tuple[lint.GraphStage, int | None, int]] = field(default_factory=list)
 
@@ -129,6 +132,9 @@ def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bound
         before = _prefix_before(work, st)
         per = mean_bytes(before)
         out.bytes_in[st.index] = per
+        maps = lint.maps_before(graph, st) if st.kind == "shuffle" else []
+        if maps:
+            out.early_bytes[st.index] = mean_bytes(_prefix_before(work, maps[0]))
         if st.kind == "shuffle" and st.buffer_size and st.buffer_size > 0:
             plan = plan_shuffle_buffer(st.buffer_size, per, budget / 2**20)
             if plan.granted < plan.requested:
