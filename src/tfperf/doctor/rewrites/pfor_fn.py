@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tfperf.doctor.rewrites import masked_crop
+
 _IMAGE_DECODERS = ("DecodePng", "DecodeJpeg", "DecodeImage", "DecodeBmp", "DecodeGif")
 # Ops that take one element only (a scalar file name or encoded image): no batched form.
 PER_ELEMENT_OPS = frozenset({*_IMAGE_DECODERS, "DecodeAndCropJpeg", "DecodeWav", "ReadFile"})
@@ -102,7 +104,8 @@ def _vectorize(g: Any, nodes: dict[str, Any], node: Any, lead: int) -> Vectorize
     from tensorflow.python.saved_model import function_deserialization
 
     name = node.attr["f"].func.name
-    lib = library_of(g, name)
+    # Crops padded back to a fixed shape become masked gathers pfor can batch.
+    lib = masked_crop.rewrite_library(library_of(g, name), name, node.attr["output_shapes"])
     ops = {nd.op for f in lib.function for nd in f.node_def}
     python = sorted(ops & _PYTHON_OPS.keys())
     if python:  # pfor would refuse them too; said without tracing
