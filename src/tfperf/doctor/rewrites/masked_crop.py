@@ -49,7 +49,10 @@ def rewrite_library(lib: Any, name: str, output_shapes: Any) -> Any:
     for site in _sites(fdef):
         if _all_const(fdef, site):
             continue  # pfor slices and pads a crop of a fixed size and place itself
-        outs = [_pad_shape(fdef, pad, len(tags), declared) for pad, tags in site.pads]
+        outs = [
+            _pad_shape(fdef, pad, len(tags), declared) or _proved_shape(fdef, site, pad, tags)
+            for pad, tags in site.pads
+        ]
         if any(o is None for o in outs):
             continue  # some pad's shape differs per example: a ragged result
         _replace(fdef, site, outs)
@@ -185,6 +188,104 @@ def _pad_shape(fdef: Any, pad: Any, rank: int, declared: list[Any]) -> list[int]
     return out if all(d >= 0 for d in out) else None
 
 
+# ---- the padded shape proved from the paddings' arithmetic -------------------------------
+# E.g. tf.pad(patch, [[y, H - y - h], ...]) with patch = tf.slice(img, [y, ..], [h, ..]):
+# y + h + (H - y - h) is H for every example though TensorFlow's shape inference (which
+# does no algebra) leaves the pad's shape unknown. Sums of integer atoms with coefficients;
+# an atom is a tensor element the algebra does not see into, keyed by (reference, element).
+Linear = dict[Any, int]  # atom -> coefficient; "" -> the constant term
+
+
+def _proved_shape(fdef: Any, site: _Site, pad: Any, tags: Tags) -> list[int] | None:
+    """The pad's output shape when its paddings plus the crop's size sum to constants."""
+    by_name = {n.name: n for n in fdef.node_def}
+    shapes = {n.name: t for n, t in site.shapes}
+    out = []
+    for j, t in enumerate(tags):
+        paddings = [
+            _linear(by_name, shapes, site, pad.input[1], 2 * j + c, 2 * len(tags)) for c in (0, 1)
+        ]
+        parts = [*paddings]
+        parts.append(_extent(by_name, shapes, site, t))
+        total: Linear = {}
+        for part in parts:
+            for atom, c in (part or {"?": 1}).items():  # "?": no sum known
+                total[atom] = total.get(atom, 0) + c
+        if any(c for atom, c in total.items() if atom != ""):
+            return None
+        out.append(total.get("", 0))
+    return out if all(d >= 0 for d in out) else None
+
+
+def _extent(by_name: dict[str, Any], shapes: dict[str, Tags], site: _Site, t: int | None) -> Linear:
+    """The crop's size along Slice axis `t` (None: a new axis of 1). A negative constant
+    ("to the end") is an atom of its own; masked_fn checks at run time the sum it proves."""
+    if t is None:
+        return {"": 1}
+    size = _linear(by_name, shapes, site, site.slice_node.input[2], t, site.rank)
+    if size is None or (set(size) == {""} and size[""] < 0):
+        return {(site.slice_node.name, "size", t): 1}
+    return size
+
+
+def _linear(
+    by_name: dict[str, Any],
+    shapes: dict[str, Tags],
+    site: _Site,
+    ref: str,
+    k: int | None,
+    count: int | None = None,
+) -> Linear | None:
+    """Element `k` (None: the scalar) of the integer tensor `ref`, of `count` elements when
+    known, as a sum; None when not an integer."""
+    from tensorflow.python.framework import tensor_util
+
+    name, _, rest = ref.partition(":")
+    nd = by_name.get(name)
+    at = int(rest.rsplit(":", 1)[-1]) if rest else 0
+    atom: Linear = {(ref, k): 1}
+    if nd is None:
+        return atom  # a function argument
+    op, ins = nd.op, [i for i in nd.input if not i.startswith("^")]
+
+    def sub(i: int, k: int | None, count: int | None = count) -> Linear | None:
+        return _linear(by_name, shapes, site, ins[i], k, count)
+
+    if op == "Const":
+        value = tensor_util.MakeNdarray(nd.attr["value"].tensor)
+        if value.dtype.kind not in "iu":
+            return None
+        flat = value.reshape(-1)
+        return {"": int(flat[0] if value.ndim == 0 else flat[k or 0])}
+    if op in ("Identity", "Cast", "Reshape"):  # Reshape keeps the flat element order
+        return sub(0, k)
+    if op in ("AddV2", "Add", "Sub"):
+        a, b = sub(0, k), sub(1, k)
+        if a is None or b is None:
+            return atom
+        sign = -1 if op == "Sub" else 1
+        return {x: a.get(x, 0) + sign * b.get(x, 0) for x in {*a, *b}}
+    if op == "Neg":
+        a = sub(0, k)
+        return atom if a is None else {x: -c for x, c in a.items()}
+    if op == "Pack" and nd.attr["axis"].i == 0 and k is not None:
+        # Stacked pieces of `count` // n elements each (paddings: n pairs, or n scalars).
+        inner = (count or len(ins)) // len(ins)
+        if inner * len(ins) == (count or len(ins)):
+            return sub(k // inner, None if inner == 1 else k % inner, inner)
+    if op == "Unpack" and nd.attr["axis"].i == 0 and k is None:
+        return sub(0, at, nd.attr["num"].i)
+    if op == "StridedSlice" and k is None and nd.attr["shrink_axis_mask"].i == 1:
+        begin = by_name.get(_src(ins[1]))  # v[i] of a vector v, i >= 0
+        if begin is not None and begin.op == "Const":
+            value = tensor_util.MakeNdarray(begin.attr["value"].tensor).reshape(-1)
+            if value.size == 1 and value[0] >= 0:
+                return sub(0, int(value[0]), None)
+    if name in shapes and k is not None:  # the Shape of the crop
+        return _extent(by_name, shapes, site, shapes[name][k])
+    return atom
+
+
 def _replace(fdef: Any, site: _Site, outs: list[Any]) -> None:
     """The site's pads and Shape nodes turned into Identities of inlined masked forms."""
     import tensorflow as tf
@@ -267,6 +368,9 @@ def _resolved(x: Any, begin: Any, size: Any) -> Any:
     return tf.where(size < 0, dims - begin, size)
 
 
+_CHECK = "the padded crop's shape differs from the one the vectorized map was built for"
+
+
 def _masked_fn(rank: int, tags: Tags, out: list[int]) -> Any:
     """pad(slice(x, begin, size), paddings[, value]) as gathers and a select: the Slice's
     axes not in `tags` (squeezed on the way) are taken at their begin, axes None are new."""
@@ -281,7 +385,7 @@ def _masked_fn(rank: int, tags: Tags, out: list[int]) -> Any:
         for j, t in enumerate(tags):
             if t is None:
                 y = tf.expand_dims(y, j)
-        mask = None
+        mask, checks = None, []
         for j, t in enumerate(tags):
             r = tf.range(out[j], dtype=size.dtype)
             before = tf.cast(paddings[j, 0], size.dtype)
@@ -290,9 +394,13 @@ def _masked_fn(rank: int, tags: Tags, out: list[int]) -> Any:
             idx = tf.clip_by_value(r - before + start, 0, dim - 1)
             y = tf.gather(y, idx, axis=j)
             valid = (r >= before) & (r < before + extent)
+            checks.append(before + extent + tf.cast(paddings[j, 1], size.dtype) == out[j])
             valid = tf.reshape(valid, [out[j] if i == j else 1 for i in range(len(tags))])
             mask = valid if mask is None else mask & valid
         fill = tf.zeros([], x.dtype) if value is None else value
-        return tf.where(mask, y, fill)
+        # The padded shape, taken as fixed, checked per example (Pad's own error otherwise).
+        ok = tf.raw_ops.Assert(condition=tf.reduce_all(tf.stack(checks)), data=[_CHECK])
+        with tf.control_dependencies([ok]):
+            return tf.where(mask, y, fill)
 
     return masked
