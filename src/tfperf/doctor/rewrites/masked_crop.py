@@ -202,11 +202,10 @@ def _proved_shape(fdef: Any, site: _Site, pad: Any, tags: Tags) -> list[int] | N
     shapes = {n.name: t for n, t in site.shapes}
     out = []
     for j, t in enumerate(tags):
-        paddings = [
+        pads = (
             _linear(by_name, shapes, site, pad.input[1], 2 * j + c, 2 * len(tags)) for c in (0, 1)
-        ]
-        parts = [*paddings]
-        parts.append(_extent(by_name, shapes, site, t))
+        )
+        parts = [*pads, _extent(by_name, shapes, site, t)]
         total: Linear = {}
         for part in parts:
             for atom, c in (part or {"?": 1}).items():  # "?": no sum known
