@@ -37,14 +37,19 @@ class _Site:
 
 
 def rewrite_library(lib: Any, name: str, output_shapes: Any) -> Any:
-    """`lib` (a FunctionDefLibrary) with the function `name`'s crops-then-pads rewritten as
-    masked gathers; `output_shapes` (the map node's attr) gives the pads' static shapes.
-    `lib` itself when there is none to rewrite."""
+    """`lib` (a FunctionDefLibrary) with the crops-then-pads of the function `name` and of
+    those it calls rewritten as masked gathers; `output_shapes` (the map node's attr) are
+    `name`'s declared output shapes. `lib` itself when there is none to rewrite."""
     out = copy.deepcopy(lib)
-    fdef = next((f for f in out.function if f.signature.name == name), None)
-    if fdef is None:
-        return lib
-    declared = [_dims(s) for s in output_shapes.list.shape]
+    changed = False
+    for fdef in out.function:
+        shapes = output_shapes.list.shape if fdef.signature.name == name else []
+        changed |= _rewrite(fdef, [_dims(s) for s in shapes])
+    return out if changed else lib
+
+
+def _rewrite(fdef: Any, declared: list[Any]) -> bool:
+    """`fdef`'s crops-then-pads rewritten in place; False when there is none."""
     changed = False
     for site in _sites(fdef):
         if _all_const(fdef, site):
@@ -57,7 +62,7 @@ def rewrite_library(lib: Any, name: str, output_shapes: Any) -> Any:
             continue  # some pad's shape differs per example: a ragged result
         _replace(fdef, site, outs)
         changed = True
-    return out if changed else lib
+    return changed
 
 
 def _dims(proto: Any) -> list[int] | None:
