@@ -73,7 +73,11 @@ def test_no_crop_or_a_fixed_crop_leaves_the_library_as_it_is():
         )
     )
     plain = tf.data.Dataset.range(4).map(lambda x: x * 2)
-    for ds in (fixed, plain):
+    # tf.image's offsets from a static shape: stacks of constants.
+    static = tf.data.Dataset.range(4).map(
+        lambda x: tf.image.resize_with_crop_or_pad(tf.constant(IMG) * tf.cast(x, tf.float32), 6, 3)
+    )
+    for ds in (fixed, plain, static):
         _, lib, rewritten = _rewritten(ds)
         assert rewritten is lib  # pfor converts these as they are
 

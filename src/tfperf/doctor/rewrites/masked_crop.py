@@ -156,8 +156,16 @@ def _rank(fdef: Any, nd: Any) -> int | None:
 
 
 def _all_const(fdef: Any, site: _Site) -> bool:
-    refs = [*site.slice_node.input[1:3], *(pad.input[1] for pad, _ in site.pads)]
-    return all(_const(fdef, r) is not None for r in refs)
+    """True when the crop's begin and size and the pads' paddings are constants (also as
+    stacks of constants, as tf.image builds them from static shapes)."""
+    by_name = {n.name: n for n in fdef.node_def}
+    refs = [(r, site.rank) for r in site.slice_node.input[1:3]]
+    refs += [(pad.input[1], 2 * len(tags)) for pad, tags in site.pads]
+    return all(
+        set(_linear(by_name, {}, site, ref, k, n) or "?") == {""}
+        for ref, n in refs
+        for k in range(n)
+    )
 
 
 def _pad_shape(fdef: Any, pad: Any, rank: int, declared: list[Any]) -> list[int] | None:

@@ -360,8 +360,8 @@ def _pfor_refusal(exc: Exception) -> Refused:
             arg, op = varies.groups()
             return Refused(
                 f"the vectorizer failed on {op}: its {arg} differs per example (e.g. a crop of "
-                "a size drawn per example), and TensorFlow's vectorizer (pfor) needs one for "
-                "the whole batch"
+                "a size drawn per example, not padded back to one shape), and TensorFlow's "
+                "vectorizer (pfor) needs one for the whole batch"
             )
     first = (str(exc).splitlines() or [""])[0][:160]
     return Refused(f"TensorFlow's vectorizer (pfor) failed on it: {type(exc).__name__}: {first}")
