@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow.python.saved_model import function_deserialization
 
 from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.crop_algebra import linear
 from tfperf.doctor.rewrites.masked_crop import rewrite_library
 from tfperf.doctor.rewrites.pfor_fn import _signatures, library_of
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
@@ -103,3 +104,20 @@ def test_a_cutout_at_a_random_place_vectorizes_and_keeps_each_patch_in_place():
             assert rows.size == (rows.max() - rows.min() + 1) * (cols.max() - cols.min() + 1)
             kept.add((rows.min(), rows.size))
     assert len(kept) > 1  # the boxes differ from example to example
+
+
+def test_the_algebra_cancels_what_a_pad_adds_and_takes_away():
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)] * 2)
+    def f(y, h):
+        return tf.stack([[y, 9 - y - h], [y, 9 - h]])  # rows: y + h + (9 - y - h) = 9
+
+    fdef = f.get_concrete_function().function_def
+    by_name = {n.name: n for n in fdef.node_def}
+    ref = fdef.ret[fdef.signature.output_arg[0].name]
+    pack = by_name[ref.split(":")[0]].input[0]  # the Identity's input
+    row = [linear(by_name, pack, k, 4) for k in range(4)]
+    h = {("h", None): 1}  # an argument: an atom
+    total = {x: row[0].get(x, 0) + row[1].get(x, 0) + h.get(x, 0) for x in {*row[0], *row[1], *h}}
+    assert {x: c for x, c in total.items() if c} == {"": 9}
+    other = {x: row[2].get(x, 0) + row[3].get(x, 0) + h.get(x, 0) for x in {*row[2], *row[3], *h}}
+    assert {x: c for x, c in other.items() if c} != {"": 9}  # y is not taken away: unknown

@@ -19,6 +19,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfperf.doctor.rewrites.crop_algebra import Linear, linear
+
 # Ops between the crop and its pad that keep the values: an axis list per op (see _tags).
 _PASS = frozenset({"Identity", "Squeeze", "ExpandDims"})
 _PADS = frozenset({"Pad", "PadV2"})
@@ -161,11 +163,7 @@ def _all_const(fdef: Any, site: _Site) -> bool:
     by_name = {n.name: n for n in fdef.node_def}
     refs = [(r, site.rank) for r in site.slice_node.input[1:3]]
     refs += [(pad.input[1], 2 * len(tags)) for pad, tags in site.pads]
-    return all(
-        set(_linear(by_name, {}, site, ref, k, n) or "?") == {""}
-        for ref, n in refs
-        for k in range(n)
-    )
+    return all(set(linear(by_name, ref, k, n) or "?") == {""} for ref, n in refs for k in range(n))
 
 
 def _pad_shape(fdef: Any, pad: Any, rank: int, declared: list[Any]) -> list[int] | None:
@@ -201,26 +199,20 @@ def _pad_shape(fdef: Any, pad: Any, rank: int, declared: list[Any]) -> list[int]
     return out if all(d >= 0 for d in out) else None
 
 
-# ---- the padded shape proved from the paddings' arithmetic -------------------------------
-# E.g. tf.pad(patch, [[y, H - y - h], ...]) with patch = tf.slice(img, [y, ..], [h, ..]):
-# y + h + (H - y - h) is H for every example though TensorFlow's shape inference (which
-# does no algebra) leaves the pad's shape unknown. Sums of integer atoms with coefficients;
-# an atom is a tensor element the algebra does not see into, keyed by (reference, element).
-Linear = dict[Any, int]  # atom -> coefficient; "" -> the constant term
-
-
+# ---- the padded shape proved from the paddings' arithmetic (crop_algebra.py) -------------
 def _proved_shape(fdef: Any, site: _Site, pad: Any, tags: Tags) -> list[int] | None:
     """The pad's output shape when its paddings plus the crop's size sum to constants."""
     by_name = {n.name: n for n in fdef.node_def}
     shapes = {n.name: t for n, t in site.shapes}
+
+    def crop_dim(name: str, k: int) -> Linear | None:  # a Shape of the crop: its size
+        return _extent(by_name, site, shapes[name][k]) if name in shapes else None
+
     out = []
     for j, t in enumerate(tags):
-        pads = (
-            _linear(by_name, shapes, site, pad.input[1], 2 * j + c, 2 * len(tags)) for c in (0, 1)
-        )
-        parts = [*pads, _extent(by_name, shapes, site, t)]
+        pads = (linear(by_name, pad.input[1], 2 * j + c, 2 * len(tags), crop_dim) for c in (0, 1))
         total: Linear = {}
-        for part in parts:
+        for part in [*pads, _extent(by_name, site, t)]:
             for atom, c in (part or {"?": 1}).items():  # "?": no sum known
                 total[atom] = total.get(atom, 0) + c
         if any(c for atom, c in total.items() if atom != ""):
@@ -229,73 +221,15 @@ def _proved_shape(fdef: Any, site: _Site, pad: Any, tags: Tags) -> list[int] | N
     return out if all(d >= 0 for d in out) else None
 
 
-def _extent(by_name: dict[str, Any], shapes: dict[str, Tags], site: _Site, t: int | None) -> Linear:
+def _extent(by_name: dict[str, Any], site: _Site, t: int | None) -> Linear:
     """The crop's size along Slice axis `t` (None: a new axis of 1). A negative constant
     ("to the end") is an atom of its own; masked_fn checks at run time the sum it proves."""
     if t is None:
         return {"": 1}
-    size = _linear(by_name, shapes, site, site.slice_node.input[2], t, site.rank)
+    size = linear(by_name, site.slice_node.input[2], t, site.rank)
     if size is None or (set(size) == {""} and size[""] < 0):
         return {(site.slice_node.name, "size", t): 1}
     return size
-
-
-def _linear(
-    by_name: dict[str, Any],
-    shapes: dict[str, Tags],
-    site: _Site,
-    ref: str,
-    k: int | None,
-    count: int | None = None,
-) -> Linear | None:
-    """Element `k` (None: the scalar) of the integer tensor `ref`, of `count` elements when
-    known, as a sum; None when not an integer."""
-    from tensorflow.python.framework import tensor_util
-
-    name, _, rest = ref.partition(":")
-    nd = by_name.get(name)
-    at = int(rest.rsplit(":", 1)[-1]) if rest else 0
-    atom: Linear = {(ref, k): 1}
-    if nd is None:
-        return atom  # a function argument
-    op, ins = nd.op, [i for i in nd.input if not i.startswith("^")]
-
-    def sub(i: int, k: int | None, count: int | None = count) -> Linear | None:
-        return _linear(by_name, shapes, site, ins[i], k, count)
-
-    if op == "Const":
-        value = tensor_util.MakeNdarray(nd.attr["value"].tensor)
-        if value.dtype.kind not in "iu":
-            return None
-        flat = value.reshape(-1)
-        return {"": int(flat[0] if value.ndim == 0 else flat[k or 0])}
-    if op in ("Identity", "Cast", "Reshape"):  # Reshape keeps the flat element order
-        return sub(0, k)
-    if op in ("AddV2", "Add", "Sub"):
-        a, b = sub(0, k), sub(1, k)
-        if a is None or b is None:
-            return atom
-        sign = -1 if op == "Sub" else 1
-        return {x: a.get(x, 0) + sign * b.get(x, 0) for x in {*a, *b}}
-    if op == "Neg":
-        a = sub(0, k)
-        return atom if a is None else {x: -c for x, c in a.items()}
-    if op == "Pack" and nd.attr["axis"].i == 0 and k is not None:
-        # Stacked pieces of `count` // n elements each (paddings: n pairs, or n scalars).
-        inner = (count or len(ins)) // len(ins)
-        if inner * len(ins) == (count or len(ins)):
-            return sub(k // inner, None if inner == 1 else k % inner, inner)
-    if op == "Unpack" and nd.attr["axis"].i == 0 and k is None:
-        return sub(0, at, nd.attr["num"].i)
-    if op == "StridedSlice" and k is None and nd.attr["shrink_axis_mask"].i == 1:
-        begin = by_name.get(_src(ins[1]))  # v[i] of a vector v, i >= 0
-        if begin is not None and begin.op == "Const":
-            value = tensor_util.MakeNdarray(begin.attr["value"].tensor).reshape(-1)
-            if value.size == 1 and value[0] >= 0:
-                return sub(0, int(value[0]), None)
-    if name in shapes and k is not None:  # the Shape of the crop
-        return _extent(by_name, shapes, site, shapes[name][k])
-    return atom
 
 
 def _replace(fdef: Any, site: _Site, outs: list[Any]) -> None:
