@@ -25,6 +25,7 @@ from tfperf.doctor.rewrites.crop_algebra import Linear, linear
 _PASS = frozenset({"Identity", "Squeeze", "ExpandDims"})
 _PADS = frozenset({"Pad", "PadV2"})
 Tags = list[int | None]  # per axis: the Slice axis it comes from, None for a new axis of 1
+Plan = tuple[list[str], dict[int, int]]  # see _plan
 
 
 @dataclass
@@ -250,7 +251,7 @@ def _replace(fdef: Any, site: _Site, outs: list[Any]) -> None:
             tf.TensorSpec([len(tags), 2], pad_t),
             *([tf.TensorSpec([], dtype)] if pad.op == "PadV2" else []),
         ]
-        body = _masked_fn(site.rank, tags, outs[k])
+        body = _masked_fn(site.rank, tags, outs[k], _plan(fdef, site, pad, tags))
         ret = _inline(fdef, body, specs, args, f"{pad.name}/masked")
         _become_identity(pad, ret, dtype, control)
     for shape, tags in site.shapes:
@@ -259,6 +260,34 @@ def _replace(fdef: Any, site: _Site, outs: list[Any]) -> None:
         body = _shape_fn(tags, out_t)
         ret = _inline(fdef, body, specs, [begin_ref, size_ref, x_ref], f"{shape.name}/masked")
         _become_identity(shape, ret, out_t, [])
+
+
+def _plan(fdef: Any, site: _Site, pad: Any, tags: Tags) -> Plan:
+    """What each padded axis needs, seen from the graph: "fixed" (no crop nor pad: the
+    crop's first rows), "inplace" (padded back where it was cropped, as a cutout: a mask),
+    else "gather"; and the squeezed axes' begins that are constants."""
+    by_name = {n.name: n for n in fdef.node_def}
+    begin = [linear(by_name, site.slice_node.input[1], k, site.rank) for k in range(site.rank)]
+    kinds = []
+    for j, t in enumerate(tags):
+        before, after = (linear(by_name, pad.input[1], 2 * j + c, 2 * len(tags)) for c in (0, 1))
+        start = begin[t] if t is not None else {}
+        if t is None or all(_zero(v) for v in (start, before, after)):
+            kinds.append("fixed")
+        elif before is not None and start is not None and _zero(_minus(before, start)):
+            kinds.append("inplace")
+        else:
+            kinds.append("gather")
+    squeezed = {k: b.get("", 0) for k, b in enumerate(begin) if b is not None and set(b) <= {""}}
+    return kinds, squeezed
+
+
+def _zero(v: Linear | None) -> bool:
+    return v is not None and not any(v.values())
+
+
+def _minus(a: Linear, b: Linear) -> Linear:
+    return {x: a.get(x, 0) - b.get(x, 0) for x in {*a, *b}}
 
 
 def _become_identity(nd: Any, ref: str, dtype: Any, control: list[str]) -> None:
@@ -317,17 +346,29 @@ def _resolved(x: Any, begin: Any, size: Any) -> Any:
 _CHECK = "the padded crop's shape differs from the one the vectorized map was built for"
 
 
-def _masked_fn(rank: int, tags: Tags, out: list[int]) -> Any:
+def _masked_fn(
+    rank: int, tags: Tags, out: list[int], plan: tuple[list[str], dict[int, int]]
+) -> Any:
     """pad(slice(x, begin, size), paddings[, value]) as gathers and a select: the Slice's
-    axes not in `tags` (squeezed on the way) are taken at their begin, axes None are new."""
+    axes not in `tags` (squeezed on the way) are taken at their begin, axes None are new.
+    `plan` (see _plan) spares the gathers of axes that need none."""
     import tensorflow as tf
+
+    kinds, const_begin = plan
+
+    def fit(y: Any, j: int, n: int) -> Any:  # axis j's first n rows, zeros past its end
+        more = tf.maximum(n - tf.shape(y)[j], 0)
+        pads = tf.stack([[0, more if i == j else 0] for i in range(len(tags))])
+        return tf.slice(
+            tf.pad(y, pads), [0] * len(tags), [n if i == j else -1 for i in range(len(tags))]
+        )
 
     def masked(x: Any, begin: Any, size: Any, paddings: Any, value: Any = None) -> Any:
         size = _resolved(x, begin, size)
         dims = tf.shape(x, out_type=size.dtype)
         y = x
         for k in sorted(set(range(rank)) - set(tags), reverse=True):
-            y = tf.gather(y, begin[k], axis=k)  # a scalar index drops the axis
+            y = tf.gather(y, const_begin.get(k, begin[k]), axis=k)  # a scalar drops the axis
         for j, t in enumerate(tags):
             if t is None:
                 y = tf.expand_dims(y, j)
@@ -337,16 +378,20 @@ def _masked_fn(rank: int, tags: Tags, out: list[int]) -> Any:
             before = tf.cast(paddings[j, 0], size.dtype)
             one = tf.constant(1, size.dtype)
             start, extent, dim = (begin[t], size[t], dims[t]) if t is not None else (0, one, one)
-            idx = tf.clip_by_value(r - before + start, 0, dim - 1)
-            y = tf.gather(y, idx, axis=j)
-            valid = (r >= before) & (r < before + extent)
             checks.append(before + extent + tf.cast(paddings[j, 1], size.dtype) == out[j])
+            if kinds[j] != "gather":  # row r of the result is row r of x
+                y = fit(y, j, out[j])
+            else:
+                y = tf.gather(y, tf.clip_by_value(r - before + start, 0, dim - 1), axis=j)
+            if kinds[j] == "fixed":
+                continue  # every row valid
+            valid = (r >= before) & (r < before + extent)
             valid = tf.reshape(valid, [out[j] if i == j else 1 for i in range(len(tags))])
             mask = valid if mask is None else mask & valid
         fill = tf.zeros([], x.dtype) if value is None else value
         # The padded shape, taken as fixed, checked per example (Pad's own error otherwise).
         ok = tf.raw_ops.Assert(condition=tf.reduce_all(tf.stack(checks)), data=[_CHECK])
         with tf.control_dependencies([ok]):
-            return tf.where(mask, y, fill)
+            return y if mask is None else tf.where(mask, y, fill)
 
     return masked
