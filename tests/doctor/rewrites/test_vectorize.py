@@ -366,9 +366,8 @@ def test_doctor_fix_keeps_the_vectorize_rewrite(tmp_path, cli):
 # Two shuffled copies of an array zipped, a per-example map drawing from tf.random.gamma
 # (stateful) with a Python `if` (autograph's cond) and a mixing mask, then a batch. The batch
 # moves right after the zip (each side batched, then one map on the batch) and pfor converts
-# the stateful random draws per example: each example keeps its own draw. A crop and pad of a
-# per-example size is what it still refuses, the reason naming the op (pfor's own error,
-# found under TensorFlow's failure to format the loaded function's traceback).
+# the stateful random draws per example: each example keeps its own draw. A crop padded back
+# to a fixed shape, of a per-example size, becomes a masked gather first (masked_crop.py).
 PAIRS, SIDE, CLASSES = 256, 8, 10
 
 
@@ -416,17 +415,24 @@ def test_zip_then_a_random_per_example_map_is_vectorized_after_the_batch():
     assert all(len(np.unique(np.round(s, 4))) > 1 for s in shares)
 
 
-def test_a_crop_of_a_per_example_size_is_still_refused_with_the_reason():
+def test_a_crop_of_a_per_example_size_padded_back_is_vectorized_after_the_batch():
     @tf.function
     def crop_mix(sa, sb):
         (ia, la), (ib, _) = sa, sb
         h = tf.cast(SIDE * tf.sqrt(1.0 - _lam()), tf.int32) + 1
         patch = tf.image.crop_to_bounding_box(ib, 0, 0, h, h)
-        return ia + tf.image.pad_to_bounding_box(patch, 0, 0, SIDE, SIDE), la
+        return ia + tf.image.pad_to_bounding_box(patch, 0, 0, SIDE, SIDE), la, ia, ib, h
 
     ds = _pairs().map(crop_mix).batch(32)
     result = vectorize_maps(lint.read_graph(ds), ds)
-    assert result.done == []
-    ((label, why),) = result.fallbacks
-    assert label.startswith("map#")
-    assert why.startswith("the vectorizer failed on Slice: its size differs per example"), why
+    assert result.fallbacks == [] and len(result.done) == 1, result.fallbacks
+    kinds = [s.kind for s in lint.read_graph(result.dataset).stages]
+    assert kinds[-3:] == ["other", "batch", "map"], kinds  # zip -> batch -> one map
+    sizes = set()
+    for mixed, _, ia, ib, h in result.dataset.as_numpy_iterator():
+        for k in range(len(h)):  # each example: its own h x h corner of b pasted on a
+            r = np.arange(SIDE)
+            box = ((r[:, None] < h[k]) & (r[None, :] < h[k]))[..., None]
+            np.testing.assert_allclose(mixed[k], ia[k] + np.where(box, ib[k], 0), rtol=1e-6)
+        sizes |= set(h.tolist())
+    assert len(sizes) > 2  # drawn per example

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tfperf.doctor.rewrites import masked_crop
+
 _IMAGE_DECODERS = ("DecodePng", "DecodeJpeg", "DecodeImage", "DecodeBmp", "DecodeGif")
 # Ops that take one element only (a scalar file name or encoded image): no batched form.
 PER_ELEMENT_OPS = frozenset({*_IMAGE_DECODERS, "DecodeAndCropJpeg", "DecodeWav", "ReadFile"})
@@ -102,7 +104,8 @@ def _vectorize(g: Any, nodes: dict[str, Any], node: Any, lead: int) -> Vectorize
     from tensorflow.python.saved_model import function_deserialization
 
     name = node.attr["f"].func.name
-    lib = library_of(g, name)
+    # Crops padded back to a fixed shape become masked gathers pfor can batch.
+    lib = masked_crop.rewrite_library(library_of(g, name), name, node.attr["output_shapes"])
     ops = {nd.op for f in lib.function for nd in f.node_def}
     python = sorted(ops & _PYTHON_OPS.keys())
     if python:  # pfor would refuse them too; said without tracing
@@ -357,8 +360,8 @@ def _pfor_refusal(exc: Exception) -> Refused:
             arg, op = varies.groups()
             return Refused(
                 f"the vectorizer failed on {op}: its {arg} differs per example (e.g. a crop of "
-                "a size drawn per example), and TensorFlow's vectorizer (pfor) needs one for "
-                "the whole batch"
+                "a size drawn per example, not padded back to one shape), and TensorFlow's "
+                "vectorizer (pfor) needs one for the whole batch"
             )
     first = (str(exc).splitlines() or [""])[0][:160]
     return Refused(f"TensorFlow's vectorizer (pfor) failed on it: {type(exc).__name__}: {first}")
