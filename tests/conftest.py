@@ -116,7 +116,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with the most `slow` tests first: `-n 3 --dist loadfile` hands out whole files
+    """Files with the most `slow` tests first: `-n 4 --dist loadfile` hands out whole files
     in this order, so the long ones start early and short ones fill the gaps at the end."""
     slow: dict[str, int] = {}
     for item in items:
