@@ -46,3 +46,51 @@ def test_a_small_budget_is_left_alone(tmp_path):
     paths = write_files(tmp_path)
     ds = files_pipeline(paths)
     assert cache_work(lint.read_graph(ds), ds, budget=100) is None  # 20 x 16 B x 2 > 100 B
+
+
+def _records(tmp_path, n: int = 300) -> list[str]:
+    """Two TFRecord files of `n` serialized int64 tensors: a source of unknown cardinality."""
+    import tensorflow as tf
+
+    paths = [str(tmp_path / f"r{i}.tfrecord") for i in range(2)]
+    for i, p in enumerate(paths):
+        with tf.io.TFRecordWriter(p) as w:
+            for k in range(i, n, 2):
+                w.write(tf.io.serialize_tensor(tf.constant(k, tf.int64)).numpy())
+    return paths
+
+
+def test_a_cache_of_records_moves_after_their_parse_and_the_records_are_counted(tmp_path):
+    import tensorflow as tf
+
+    from tfperf.doctor.rewrites.cache import early_caches, element_count
+
+    def parse(record):
+        return tf.io.parse_tensor(record, tf.int64) * 2
+
+    files = tf.data.TFRecordDataset(_records(tmp_path), num_parallel_reads=2)
+    ds = files.cache().shuffle(60_000).map(parse, num_parallel_calls=2).batch(16)
+    graph = lint.read_graph(ds)
+    assert lint.known_cardinality(ds) is None  # records: tf.data does not know how many
+    assert element_count(graph, graph.stages[1]) == 300  # counted in one pass
+    assert [s.kind for s in early_caches(graph)] == ["cache"]
+    fixed = cache_work(graph, ds, budget=2**20)
+    assert fixed is not None
+    kinds = [s.kind for s in lint.read_graph(fixed).stages if s.kind != "options"]
+    assert kinds.count("cache") == 1 and kinds.index("map") < kinds.index("cache"), kinds
+    shuffle = next(s for s in lint.read_graph(fixed).stages if s.kind == "shuffle")
+    assert shuffle.buffer_size == 300  # a full shuffle of the counted elements
+    got = sorted(int(v) for b in fixed for v in b.numpy())
+    assert got == sorted(int(v) for b in ds for v in b.numpy()) == list(range(0, 600, 2))
+
+
+def test_a_source_too_large_to_count_in_time_stays_unknown(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from tfperf.doctor.rewrites import cache
+
+    monkeypatch.setattr(cache, "COUNT_SECONDS", 0.0)  # any pass takes longer than this
+    ds = tf.data.TFRecordDataset(_records(tmp_path)).shuffle(10).map(lambda r: r)
+    graph = lint.read_graph(ds)
+    assert cache.element_count(graph, graph.stages[1]) is None  # the records
+    assert source_shuffle(graph) is None  # no full shuffle of an unknown number

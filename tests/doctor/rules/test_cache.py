@@ -88,3 +88,15 @@ def test_work_a_per_example_finding_removes_is_not_counted_twice(evidence):
     ds = tf.data.Dataset.from_tensor_slices(np.arange(1000.0, dtype=np.float32))
     ds = ds.map(lambda x: tf.sqrt(x) * 2.0).batch(10).shuffle(10)
     assert rule_no_cache(_costly(evidence, ds)) == []
+
+
+def test_a_cache_of_what_the_work_reads_is_moved_after_the_work(evidence):
+    # The cache holds the source's elements, the costly map runs after the shuffle on every
+    # epoch: the same finding, its change moving that cache, and the cost counted after it.
+    # File names cached, each file read one by one (ReadFile: no batched form): 90% of the
+    # time; a parallel map would remove half of it on two cores, the cache the rest.
+    ds = tf.data.Dataset.from_tensor_slices([f"f{i}.txt" for i in range(100)]).cache()
+    ds = ds.shuffle(1000).map(tf.io.read_file).batch(10)
+    (f,) = rule_no_cache(_costly(evidence, ds, us=9000.0, cores=2))
+    assert f.change.startswith("move .cache() from cache#1, where it holds what the work reads")
+    assert "to after map#3" in f.change

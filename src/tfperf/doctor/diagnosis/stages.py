@@ -12,7 +12,7 @@ from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import mean_bytes
 from tfperf.doctor.probes.target import dataset_probe
-from tfperf.doctor.rewrites.cache import cacheable_prefix
+from tfperf.doctor.rewrites.cache import cacheable_prefix, count_stage, element_count
 from tfperf.measure import Measurement, Probe
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def cache_candidate(graph: lint.DatasetGraph) -> tuple[lint.GraphStage, int, int
         return None
     last = prefix[-1]
     ds = lint.prefix_dataset(graph, last)
-    n = lint.known_cardinality(ds)
+    n = element_count(graph, count_stage(prefix))
     if n is None:
         return None
     return last, n, n * mean_bytes(ds)

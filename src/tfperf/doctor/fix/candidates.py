@@ -13,7 +13,7 @@ from tfperf.doctor.evidence.evidence import cpu_count
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.trials import Skipped
 from tfperf.doctor.graph import lint
-from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix
+from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, early_caches
 from tfperf.doctor.rewrites.csv_batched import batched_csv, find_csv
 from tfperf.doctor.rewrites.edits import (
     batch_before_map,
@@ -132,7 +132,10 @@ def dataset_candidates(
     # Tried whenever the graph has deterministic work to cache (decode, parse, read), with
     # or without a finding: the trial measures it, and cache_work leaves it out beyond the
     # RAM budget. In RAM; a source shuffle (list_files) moves after the cache.
-    cacheable = not any(s.kind == "cache" for s in graph.stages) and any(
+    # A cache already there counts only when the prefix's cache would replace it (a cache of
+    # records before their parse).
+    caches = {s.index for s in graph.stages if s.kind == "cache"}
+    cacheable = caches <= {s.index for s in early_caches(graph)} and any(
         s.kind in ("map", "parse", "read") for s in cacheable_prefix(graph)
     )
     cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None

@@ -30,6 +30,7 @@ __all__ = [
     "deterministic_prefix",
     "deterministic_stages",
     "float64_outputs",
+    "infinite",
     "known_cardinality",
     "maps_before",
     "prefix_dataset",
@@ -125,6 +126,13 @@ def deterministic_stages(graph: DatasetGraph) -> list[GraphStage]:
         ):
             out.append(st)
     return out
+
+
+def infinite(ds: tf.data.Dataset) -> bool:
+    """One pass never ends (a repeat without a count): tf.data knows it without reading."""
+    import tensorflow as tf
+
+    return int(tf.data.experimental.cardinality(ds)) == tf.data.INFINITE_CARDINALITY
 
 
 def known_cardinality(ds: tf.data.Dataset) -> int | None:

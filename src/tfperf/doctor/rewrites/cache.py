@@ -19,6 +19,48 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 REAPPLIED = ("batch", "shuffle", "prefetch", "repeat", "options")  # stages after the cache
+# Elements of a source whose count tf.data does not know (records read from files) are
+# counted in one pass, when it takes at most this long; a larger source stays unknown.
+COUNT_SECONDS = 2.0
+_COUNTED: dict[tuple[int, str], int | None] = {}
+
+
+def element_count(graph: lint.DatasetGraph, stage: lint.GraphStage) -> int | None:
+    """Elements of one pass of the pipeline cut after `stage`: tf.data's cardinality, else
+    counted within COUNT_SECONDS (once per graph and stage), else None."""
+    import time
+
+    ds = lint.prefix_dataset(graph, stage)
+    n = lint.known_cardinality(ds)
+    if n is not None or lint.infinite(ds):
+        return n
+    key = (hash(graph.graph_def.SerializeToString(deterministic=True)), stage.name)
+    if key not in _COUNTED:
+        deadline, count = time.monotonic() + COUNT_SECONDS, 0
+        for batch in ds.batch(4096):  # batched: the count, not the Python loop, sets the pace
+            count += int(tf_len(batch))
+            if time.monotonic() > deadline:
+                count = -1
+                break
+        _COUNTED[key] = count if count >= 0 else None
+    return _COUNTED[key]
+
+
+def count_stage(prefix: list[lint.GraphStage]) -> lint.GraphStage:
+    """The stage of `prefix` to count at: its last one before the maps, parses and shuffles
+    that end it (each gives one element per element: the same count, without their work)."""
+    at = len(prefix) - 1
+    while at > 0 and prefix[at].kind in ("map", "parse", "shuffle", "cache"):
+        at -= 1
+    return prefix[at]
+
+
+def tf_len(batch: object) -> int:
+    """Rows of a batch: the first dimension of its first tensor."""
+    import tensorflow as tf
+
+    first = tf.nest.flatten(batch)[0]
+    return int(tf.shape(first)[0])
 
 
 def source_shuffle(graph: lint.DatasetGraph) -> lint.GraphStage | None:
@@ -30,11 +72,34 @@ def source_shuffle(graph: lint.DatasetGraph) -> lint.GraphStage | None:
     if first is None or first.kind != "shuffle" or first.index == 0:
         return None
     before = graph.stages[first.index - 1]
-    if any(s.kind in ("repeat", "cache") or s.has_py_func for s in graph.stages[: first.index]):
+    # An in-memory cache before it (of records, file names) may go: a later one replaces it.
+    early = graph.stages[: first.index]
+    if any(s.kind == "repeat" or s.has_py_func for s in early) or any(
+        s.kind == "cache" and not memory_cache(graph, s) for s in early
+    ):
         return None
-    if lint.known_cardinality(lint.prefix_dataset(graph, before)) is None:
-        return None  # an endless or unknown source: no full shuffle after a cache
+    if element_count(graph, before) is None:
+        return None  # an endless or too large source: no full shuffle after a cache
     return first
+
+
+def memory_cache(graph: lint.DatasetGraph, stage: lint.GraphStage) -> bool:
+    """A cache() in RAM (no file name): one that holds nothing once the pipeline is gone."""
+    nodes = {n.name: n for n in graph.graph_def.node}
+    node = nodes[stage.name]
+    name = lint.const_value(nodes, node.input[1]) if len(node.input) > 1 else None
+    return name is not None and not bytes(name.item() if hasattr(name, "item") else name)
+
+
+def early_caches(graph: lint.DatasetGraph) -> list[lint.GraphStage]:
+    """In-memory caches inside the cacheable prefix with deterministic work after them (a
+    cache of the records before their parse): the prefix's cache replaces them."""
+    prefix = cacheable_prefix(graph)
+    caches = [s for s in prefix if s.kind == "cache"]
+    if not caches or prefix[-1].kind == "cache":
+        return []
+    work_after = any(s.kind in ("map", "parse") for s in prefix if s.index > caches[-1].index)
+    return caches if work_after else []
 
 
 def cacheable_prefix(graph: lint.DatasetGraph) -> list[lint.GraphStage]:
@@ -103,8 +168,10 @@ def cache_work(
     # A shuffle in the prefix is its source shuffle (a deterministic prefix has none).
     shuffle = next((s for s in prefix if s.kind == "shuffle"), None)
     work = _without(graph, shuffle) if shuffle is not None else graph
+    for old in early_caches(graph):  # the new cache, after the work, replaces it
+        work = _without(work, old)
     cached = lint.prefix_dataset(work, end)
-    n = lint.known_cardinality(cached)
+    n = element_count(work, count_stage(prefix))
     held = (2 if shuffle is not None else 1) * (n or 0) * mean_bytes(cached)
     if n is None or held > budget:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
-from tfperf.doctor.rewrites.cache import source_shuffle
+from tfperf.doctor.rewrites.cache import early_caches, source_shuffle
 from tfperf.doctor.rewrites.io import random_before_cache
 from tfperf.doctor.rules.registry import Rewrite, rule
 from tfperf.doctor.rules.stage_cost import MIN_CACHE_SHARE, WORK_KINDS, fixed_share
@@ -56,10 +56,14 @@ def rule_cache_after_random(ctx: Evidence) -> list[Finding]:
 
 @rule("no_cache", "input", 110, rewrites=(CACHE_PREFIX, CACHE_RECORDS, CACHE_PREPROCESSED))
 def rule_no_cache(ctx: Evidence) -> list[Finding]:
-    if ctx.cache_candidate is None or any(s.kind == "cache" for s in ctx.graph.stages):
+    early = early_caches(ctx.graph)  # a cache of records before their parse: it moves
+    caches = {s.index for s in ctx.graph.stages if s.kind == "cache"}
+    if ctx.cache_candidate is None or not caches <= {s.index for s in early}:
         return []
     last, n, size = ctx.cache_candidate
-    prefix = [s for s in ctx.graph.stages if s.index <= last.index]
+    # What the early cache already saves is not counted again.
+    after = early[-1].index if early else -1
+    prefix = [s for s in ctx.graph.stages if after < s.index <= last.index]
     if size > ctx.budget or not any(s.kind in WORK_KINDS for s in prefix):
         return []
     # Count only what the stage's own, more specific fix would leave.
@@ -76,8 +80,14 @@ def rule_no_cache(ctx: Evidence) -> list[Finding]:
             f"stages up to {last.label} are deterministic and cost {cost * 1e6:.1f} us per example "
             f"(~{min(cost * ctx.pipeline, 1):.0%} of the pipeline); their {n:,} "
             f"elements take ~{size / 2**20:,.1f} MiB (budget {ctx.budget / 2**20:,.0f} MiB)",
-            f"add .cache() after {last.label} (before any shuffle or random augmentation; run "
-            "file: pipeline.cache_preprocessed: true)"
+            (
+                f"move .cache() from {early[-1].label}, where it holds what the work reads, "
+                f"to after {last.label}"
+                if early
+                else f"add .cache() after {last.label}"
+            )
+            + " (before any shuffle or random augmentation; run file: "
+            "pipeline.cache_preprocessed: true)"
             + (
                 f"; {moved.label} shuffles the source: shuffle after the cache instead "
                 "(e.g. list_files(..., shuffle=False), then .cache().shuffle(number of elements))"
