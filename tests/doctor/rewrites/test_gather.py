@@ -1,8 +1,9 @@
 """Windows cut one at a time from arrays in the graph, cut by one gather per batch instead
-(doctor/rewrites/gather.py): those of keras.utils.timeseries_dataset_from_array (rows of
-from_tensor_slices alone are not offered: no gain worth a trial). The rewrite yields the
-same examples (the same batches, in order, when nothing shuffles), keeps what follows the
-batch, leaves other pipelines alone and is faster. The rule naming it: rules/test_gather.py."""
+(doctor/rewrites/gather.py): those of keras.utils.timeseries_dataset_from_array, and rows of
+from_tensor_slices of many arrays (a DataFrame's columns; of a few, no gain worth a trial).
+The rewrite yields the same examples (the same batches, in order, when nothing shuffles),
+keeps what follows the batch, leaves other pipelines alone and is faster. The rule naming
+it: rules/test_gather.py."""
 
 from __future__ import annotations
 
@@ -97,19 +98,35 @@ def test_what_follows_the_batch_is_kept():
             np.testing.assert_array_equal(x, y)
 
 
-def test_rows_of_in_memory_columns_alone_are_not_offered():
-    """Rows of from_tensor_slices, sliced and batched, measured 0.7-1.5x of a gather per
-    batch: not worth a trial (the corpus' DataFrame case, petfinder_dataframe, is one)."""
+def _dataframe(columns: int) -> tf.data.Dataset:
+    """A DataFrame's columns as a dict of (n, 1) arrays (ints, float64, strings), sliced."""
     rng = np.random.default_rng(0)
-    columns = {
-        "age": rng.integers(1, 60, size=(300, 1)),
-        "fee": rng.normal(50, 10, size=(300, 1)),  # float64
-        "kind": rng.choice(np.array(["Cat", "Dog"], dtype=object), size=(300, 1)),
-    }
+    kinds = [
+        lambda: rng.integers(1, 60, size=(300, 1)),
+        lambda: rng.normal(50, 10, size=(300, 1)),  # float64
+        lambda: rng.choice(np.array(["Cat", "Dog"], dtype=object), size=(300, 1)),
+    ]
+    data = {f"c{i}": kinds[i % 3]() for i in range(columns)}
     labels = rng.integers(0, 2, size=300)
-    ds = tf.data.Dataset.from_tensor_slices((columns, labels)).shuffle(300).batch(32).prefetch(4)
+    return tf.data.Dataset.from_tensor_slices((data, labels)).shuffle(300).batch(32).prefetch(4)
+
+
+def test_rows_of_a_few_in_memory_columns_are_not_offered():
+    """Rows of from_tensor_slices of a few arrays, sliced and batched, measured 0.7-1.5x of
+    a gather per batch: not worth a trial."""
+    ds = _dataframe(2)  # two columns and the labels: three arrays
     assert find_site(lint.read_graph(ds)) is None
     assert batched_gather(lint.read_graph(ds), ds) is None
+
+
+def test_rows_of_a_dataframes_many_columns_are_one_gather_per_batch():
+    """Sixteen columns (the corpus' petfinder_dataframe): each example is sixteen small
+    tensors; one gather per batch yields the same examples, strings and float64 kept."""
+    ds = _dataframe(15)
+    out = batched_gather(lint.read_graph(ds), ds)
+    assert out is not None and out.element_spec == ds.element_spec
+    assert same_examples(ds, out)
+    assert "300 examples cut by one gather per batch: 16 arrays: one row each" in out.doctor_note
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from public_pipelines import cases
@@ -57,3 +58,16 @@ def test_the_windows_finding_comes_first_and_no_repeat_finding(ridership, eviden
 def test_pipelines_without_windows_get_none(evidence):
     ds = tf.data.Dataset.range(100).map(lambda x: x * 2).batch(10)
     assert rule_per_example_gather(evidence(ds, input_bound_fraction=0.9)) == []
+
+
+def test_rows_of_a_dataframes_columns_are_named_as_rows(evidence):
+    rng = np.random.default_rng(1)
+    columns = {f"c{i}": rng.normal(size=(500, 1)) for i in range(12)}
+    ds = tf.data.Dataset.from_tensor_slices((columns, rng.integers(0, 2, 500))).batch(25)
+    batch = next(s for s in evidence(ds).graph.stages if s.kind == "batch")
+    timing = [StageTiming(batch.index, batch.label, "batch", 1000.0, 900.0)]
+    rates = {"pipeline": 1000.0, "compute": 10_000.0, "training": 1000.0}
+    (f,) = rule_per_example_gather(evidence(ds, stages=timing, **rates))
+    assert f.title.startswith("rows sliced one at a time from many arrays")
+    assert "13 arrays sliced per example" in f.evidence
+    assert f.change.startswith("batch the row numbers and gather each batch")

@@ -6,10 +6,10 @@ a batch. The rewrite batches the example numbers instead, `range(n) -> (the same
 -> batch`, and cuts each batch with one gather per array:
 `tf.gather(array, starts[k][:, None] + tf.range(seq_len) * rate)` for windows, the rows
 `tf.gather(array, k)` for slices. The shuffles keep their buffers and seeds, so example k
-comes where it came; what follows the batch is untouched. Rows of from_tensor_slices alone
-are not offered: slicing them and batching the slices measured 0.7-1.5x of one gather per
-batch (tf.data's batch copies slices fast); a window, a gather map of its own per example,
-measured 13x.
+comes where it came; what follows the batch is untouched. Rows of from_tensor_slices of a
+few arrays are not offered: slicing them and batching the slices measured 0.7-1.5x of one
+gather per batch (tf.data's batch copies slices fast); rows of many arrays (a DataFrame's
+columns) are, and a window, a gather map of its own per example, measured 13x.
 
 The windows' indices are read once from the graph's own index dataset (every window's
 start, its length and step checked over all of them), not from Keras' code, so strides,
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 MAP_OPS = frozenset({"MapDataset", "ParallelMapDataset", "ParallelMapDatasetV2"})
+# Rows of from_tensor_slices are offered from this many arrays on (a DataFrame's columns as a
+# dict): each example is that many small tensors, which batch slowly (16 columns: the gather
+# per batch measured 4.1x); with fewer, slicing and batching measured 0.7-1.5x of it.
+MANY_COLUMNS = 4
 BATCH_OPS = frozenset({"BatchDataset", "BatchDatasetV2", "ParallelBatchDataset"})
 # Stages between the examples and their batch that the rewrite keeps (shuffles, options) or
 # drops (a prefetch of example numbers buys nothing).
@@ -93,8 +97,8 @@ def find_site(graph: lint.DatasetGraph) -> Site | None:
     nodes = {n.name: n for n in graph.graph_def.node}
     library = {f.signature.name: f for f in graph.graph_def.library.function}
     columns = _columns(nodes, library, stages[j - 1].name)
-    if not columns or all(c.index is None for c in columns):
-        return None  # rows of from_tensor_slices alone: no gain worth a trial
+    if not columns or (all(c.index is None for c in columns) and len(columns) < MANY_COLUMNS):
+        return None  # rows of a few arrays of from_tensor_slices: no gain worth a trial
     return Site(stages[j - 1], list(stages[j : batch.index]), batch, columns)
 
 
@@ -318,9 +322,12 @@ def batched_gather(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dat
     old = splice.node_dataset(splice.unshuffled(graph.graph_def), site.batch.name)
     new = splice.node_dataset(splice.unshuffled(g), cut.name)
     out.doctor_check = (old, new)
-    out.doctor_note = f"{n:,} examples cut by one gather per batch: " + ", ".join(
-        _described(i) for i in indexes
-    )
+    # One phrase per way of cutting, with its count of arrays (a DataFrame has dozens).
+    ways = [_described(i) for i in indexes]
+    said = [
+        w if ways.count(w) == 1 else f"{ways.count(w)} arrays: {w}" for w in dict.fromkeys(ways)
+    ]
+    out.doctor_note = f"{n:,} examples cut by one gather per batch: " + ", ".join(said)
     return out
 
 

@@ -1,6 +1,7 @@
 """The rule for windows cut one at a time from arrays in memory before their batch: those of
 `keras.utils.timeseries_dataset_from_array` (a gather map per window, over a zip of the
-array repeated and each window's indices). One gather per batch cuts them all at once
+array repeated and each window's indices), and rows of many arrays sliced by
+from_tensor_slices (a DataFrame's columns). One gather per batch cuts them all at once
 (rewrites/gather.py); the expected gain is the share of the measured cost of the pipeline
 up to the batch that per-window work takes.
 """
@@ -22,6 +23,11 @@ WINDOWS_EDIT = (
     "tf.range(sequence_length)), tf.gather(targets, tf.gather(starts, i))), "
     "num_parallel_calls=tf.data.AUTOTUNE)"
 )
+ROWS_EDIT = (
+    "batch the row numbers and gather each batch from the columns: "
+    "tf.data.Dataset.range(n).shuffle(n).batch(batch_size).map(lambda i: ({k: tf.gather(v, i) "
+    "for k, v in columns.items()}, tf.gather(labels, i)), num_parallel_calls=tf.data.AUTOTUNE)"
+)
 GATHER = Rewrite("gather per batch", WINDOWS_EDIT, at="gather")
 # Share of the per-example stages' cost a gather per batch removes (the batch of example
 # numbers and its gathers remain; measured 13x on the Hands-On ML windows).
@@ -41,11 +47,18 @@ def rule_per_example_gather(ctx: Evidence) -> list[Finding]:
     wall = REMOVED * cost
     new_p = ctx.pipeline_without(wall)
     gain = ctx.speedup_pipeline(new_p, ctx.cpu_of(wall))
+    rows = all(c.index is None for c in site.columns)
     title = "windows cut one at a time (a gather map per window)"
     what = (
         f"{len(site.columns)} array(s) held in the graph, each window gathered by its own "
         "map call and batched after (keras.utils.timeseries_dataset_from_array's structure)"
     )
+    if rows:  # a DataFrame's columns, sliced by from_tensor_slices
+        title = "rows sliced one at a time from many arrays (a DataFrame's columns)"
+        what = (
+            f"{len(site.columns)} arrays sliced per example by from_tensor_slices and batched "
+            f"after: each example is {len(site.columns)} small tensors"
+        )
     return [
         Finding(
             "per_example_gather",
@@ -54,7 +67,7 @@ def rule_per_example_gather(ctx: Evidence) -> list[Finding]:
             f"{what}; the stages up to {site.batch.label} take {cost * 1e6:.1f} us per "
             f"example (~{min(1.0, cost * ctx.pipeline):.0%} of the pipeline's time; pipeline "
             f"{number(ctx.pipeline)} ex/s)",
-            WINDOWS_EDIT,
+            ROWS_EDIT if rows else WINDOWS_EDIT,
             f"pipeline ~{number(new_p)} ex/s; training ~{gain:.1f}x faster",
             gain,
             "input",
