@@ -5,6 +5,7 @@ a step written twice keeps its last value, non-finite values left out."""
 from __future__ import annotations
 
 import math
+import time
 
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -30,6 +31,9 @@ def test_tf2_scalars_sorted_by_step_and_non_finite_left_out(tmp_path, scalars_wr
 def test_a_resumed_run_that_wrote_a_step_twice_keeps_the_last_value(tmp_path, scalars_writer):
     logs = tmp_path / "train"
     scalars_writer(logs, {"loss": [(10, 0.9), (20, 0.7)]})
+    # Event files are read in name order, which starts with the second they were created:
+    # the resumed run's file comes a second later (in one second their order was a toss-up).
+    time.sleep(1.1)
     scalars_writer(logs, {"loss": [(20, 0.6), (30, 0.4)]})  # a second file, written later
     (value,) = [v for s, v in read_scalars(logs)["loss"] if s == 20]
     assert abs(value - 0.6) < 1e-6 and len(read_scalars(logs)["loss"]) == 3
