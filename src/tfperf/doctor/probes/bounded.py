@@ -85,7 +85,8 @@ def ram_budget_bytes(cfg: RunConfig) -> int:
     return int(min(cfg.pipeline.shuffle_ram_mb * 2**20, psutil.virtual_memory().available / 2))
 
 
-def _memory_cache(graph_def: Any, stage: lint.GraphStage) -> bool:
+def memory_cache(graph_def: Any, stage: lint.GraphStage) -> bool:
+    """A cache() in RAM (no file name)."""
     nodes = {n.name: n for n in graph_def.node}
     node = nodes[stage.name]
     name = lint.const_value(nodes, node.input[1]) if len(node.input) > 1 else None
@@ -140,9 +141,9 @@ def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bound
             if plan.granted < plan.requested:
                 out.capped[st.index] = max(1, min(plan.granted, MEASURE_BUFFER))
                 _set_buffer(g, st, out.capped[st.index])
-        elif st.kind == "cache" and _memory_cache(g, st):
+        elif st.kind == "cache" and memory_cache(g, st):
             n = lint.known_cardinality(before)
-            infinite = _infinite(before)
+            infinite = lint.infinite(before)
             if infinite or (n is not None and n * per > budget):
                 out.oversize_caches.append((st, None if infinite else n, per))
                 _bypass(g, st)
@@ -152,12 +153,6 @@ def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bound
     gone = {st.index for st, _, _ in out.oversize_caches}
     out.graph.stages = [st for st in graph.stages if st.index not in gone]
     return out
-
-
-def _infinite(ds: tf.data.Dataset) -> bool:
-    import tensorflow as tf
-
-    return int(tf.data.experimental.cardinality(ds)) == tf.data.INFINITE_CARDINALITY
 
 
 def cache_findings(b: Bounded, budget: int) -> list[Finding]:

@@ -13,7 +13,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.bounded import mean_bytes
+from tfperf.doctor.probes.bounded import mean_bytes, memory_cache
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -75,20 +75,12 @@ def source_shuffle(graph: lint.DatasetGraph) -> lint.GraphStage | None:
     # An in-memory cache before it (of records, file names) may go: a later one replaces it.
     early = graph.stages[: first.index]
     if any(s.kind == "repeat" or s.has_py_func for s in early) or any(
-        s.kind == "cache" and not memory_cache(graph, s) for s in early
+        s.kind == "cache" and not memory_cache(graph.graph_def, s) for s in early
     ):
         return None
     if element_count(graph, before) is None:
         return None  # an endless or too large source: no full shuffle after a cache
     return first
-
-
-def memory_cache(graph: lint.DatasetGraph, stage: lint.GraphStage) -> bool:
-    """A cache() in RAM (no file name): one that holds nothing once the pipeline is gone."""
-    nodes = {n.name: n for n in graph.graph_def.node}
-    node = nodes[stage.name]
-    name = lint.const_value(nodes, node.input[1]) if len(node.input) > 1 else None
-    return name is not None and not bytes(name.item() if hasattr(name, "item") else name)
 
 
 def early_caches(graph: lint.DatasetGraph) -> list[lint.GraphStage]:
