@@ -18,6 +18,7 @@ from typing import IO, Any
 import pytest
 
 from tfperf.doctor.probes.budget import (
+    CHECK_FLOOR_SECONDS,
     INTERRUPTED,
     MIN_PROBE_SECONDS,
     MIN_TRIAL_SECONDS,
@@ -199,6 +200,23 @@ def test_the_fix_clock_shares_what_is_left_and_keeps_the_final_check():
     assert clock.check_deadline - time.monotonic() == pytest.approx(share / 2, abs=1.0)
     budget.end = time.monotonic() + 2 * MIN_TRIAL_SECONDS - 0.5
     assert clock.next_trial() is None  # what is left goes to the final check
+
+
+def test_a_check_that_starts_late_still_gets_its_floor_within_the_budget():
+    budget = Budget(100.0)
+    clock = FixClock(budget, limit=1.0, trials_left=3)
+    assert clock.check_until() is None  # no trial yet: no deadline
+    clock.next_trial()
+    assert clock.check_until() == clock.check_deadline  # half the share is more than the floor
+    # Building the candidate took the whole half: the check still gets its floor.
+    clock.check_deadline = time.monotonic() - 1.0
+    until = clock.check_until()
+    assert until is not None
+    assert until - time.monotonic() == pytest.approx(CHECK_FLOOR_SECONDS, abs=0.5)
+    # ... but never more than half of what the budget has left.
+    budget.end = time.monotonic() + 2.0
+    until = clock.check_until()
+    assert until is not None and until - time.monotonic() <= 1.0 + 0.01
 
 
 def test_a_ctrl_c_noted_stops_the_next_repeat_even_if_tensorflow_swallowed_it():

@@ -103,7 +103,7 @@ def fix_dataset(
             # unshuffled) stands in for it where the whole pipeline cannot be compared.
             check = getattr(cand, "doctor_check", None)
             clock = FIX_CLOCK.get()
-            until = clock.check_deadline if clock is not None else None
+            until = clock.check_until() if clock is not None else None
             try:
                 if callable(check):
                     if not check():
@@ -174,7 +174,7 @@ def _shuffle_early(diag: Diagnosis, ds: tf.data.Dataset) -> tuple[tf.data.Datase
         return None
     clock = FIX_CLOCK.get()
     try:
-        same = same_examples(*moved.doctor_check, deadline=clock.check_deadline if clock else None)
+        same = same_examples(*moved.doctor_check, deadline=clock.check_until() if clock else None)
     except ExamplesOutOfTime as cut:
         same, why = False, f"not checked within the time budget ({cut})"
     else:

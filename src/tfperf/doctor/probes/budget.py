@@ -116,11 +116,22 @@ class FixClock:
         self.check_deadline = now + seconds / 2
         return seconds
 
+    def check_until(self) -> float | None:
+        """The deadline of the trial in progress's multiset check, asked when the check
+        starts: half the trial's share, but at least CHECK_FLOOR_SECONDS from now while the
+        budget has twice that left (on a loaded host, building the candidate can eat the
+        whole half, and a check cut after 0 examples keeps nothing)."""
+        if self.check_deadline is None:
+            return None
+        floor = min(CHECK_FLOOR_SECONDS, self.budget.left() / 2)
+        return max(self.check_deadline, time.monotonic() + floor)
+
 
 # Set while a --fix runs under a budget (a context variable: no parameter through every
 # helper, and a nested or concurrent fix keeps its own).
 FIX_CLOCK: ContextVar[FixClock | None] = ContextVar("tfperf_fix_clock", default=None)
 MIN_TRIAL_SECONDS = 2.0  # a trial with less time than this is reported as not measured
+CHECK_FLOOR_SECONDS = 3.0  # a multiset check's least time (its passes build their iterators)
 
 
 def fix_clock(budget: Budget, trials: int, repeats: int) -> Token[FixClock | None]:
