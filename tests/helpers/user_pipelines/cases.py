@@ -188,6 +188,9 @@ CASES = [
         "text_model",
         "per_example_map",
         "split, hash and pad one sentence at a time; tf.strings works on a batch (ragged)",
+        # Its map is sequential too, and the twin also runs it in parallel: named first when
+        # the parallel what-if gains more than the vectorized one (on a loaded host, once).
+        also_right=("sequential_map",),
     ),
     Case(
         "py_function_tokenizer",
