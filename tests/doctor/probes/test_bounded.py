@@ -103,7 +103,9 @@ def test_huge_shuffle_is_named_from_the_graph_and_never_filled(tmp_path: Path):
 
 
 def test_cache_over_budget_is_named_and_left_out_of_the_timed_copy(tmp_path: Path):
-    run = write_run(tmp_path, "big_cache", "big_model", doctor={"steps": 30, "min_seconds": 1})
+    # Probes long enough that a timed copy which kept the cache would fill it past the bound
+    # below (measured with the cache kept: 2.0-2.2 GiB peak; left out: 0.75-0.77 GiB).
+    run = write_run(tmp_path, "big_cache", "big_model", doctor={"steps": 12, "min_seconds": 0.3})
     proc = doctorkit.start_doctor(run, "--json", "--budget", "40")
     out, took, peak = watched(proc, max_rss=int(2.5 * 2**30), max_seconds=150)
     diag = json.loads(out)["diagnosis"]
@@ -112,8 +114,8 @@ def test_cache_over_budget_is_named_and_left_out_of_the_timed_copy(tmp_path: Pat
     assert first["code"] == "cache_over_budget", codes(diag)
     assert "2,000 elements" in first["evidence"] and first["kind"] == "risk"
     assert any("timed without the cache" in n for n in diag["notes"]), diag["notes"]
-    # What the doctor holds beyond TensorFlow's own ~1 GiB: far less than the 2 GiB cache.
-    assert peak < 1.8 * 2**30, peak
+    # What the doctor holds beyond TensorFlow's own: far less than the 2 GiB cache.
+    assert peak < 1.4 * 2**30, peak
 
 
 # ---- the capped copy, in this process: nothing over the budget is filled ----------------------
