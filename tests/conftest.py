@@ -99,7 +99,8 @@ def _uses_shared_service(file: str) -> bool:
     return path.suffix == ".py" and "shared_data_service" in path.read_text()
 
 
-@pytest.hookimpl(tryfirst=True)
+# optionalhook: `pytest -p no:xdist` runs the suite in one process without this hook.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`, except that the files using `shared_data_service` are one unit, sent
     to one worker (one service for all of them, not one per worker)."""
