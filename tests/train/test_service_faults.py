@@ -3,9 +3,11 @@ free ports): a worker killed with kill -9 mid-epoch and brought back at its addr
 supervisor would: TensorFlow keeps a dead worker's tasks, so its clients wait for that
 address) - distributed_epoch reports the examples the epoch lost, checked against the ids
 the model trained on, parallel_epochs loses none; a worker added mid-run is read from by
-the trainer; the dispatcher restarted with --work-dir is a logged pause after which the job
-goes on where it was (every epoch's ids once; a second dispatcher on its journal is refused);
-a killed trainer resumes from its checkpoint."""
+the trainer (both worker faults are acted once on one service, under a trainer of each
+mode at once, and two tests assert on that run); the dispatcher restarted with --work-dir
+is a logged pause after which the job goes on where it was (every epoch's ids once; a
+second dispatcher on its journal is refused); a killed trainer resumes from its
+checkpoint."""
 
 from __future__ import annotations
 
@@ -69,6 +71,7 @@ def _train(
     n: int = N,
     shards: int = SHARDS,
     pause_while: Path | None = None,
+    pause: float = 0.1,
 ):
     data = trainkit.write_data(tmp_path / "data", n=n, shards=shards)
     rf = trainkit.write_runfile(
@@ -83,7 +86,7 @@ def _train(
         histogram_every=64,
     )
     args = ["--json", "--max-steps", str(steps), *_with_service(mode, address)]
-    return rf, args, trainkit.start_train(rf, log, *args, pause_while=pause_while)
+    return rf, args, trainkit.start_train(rf, log, *args, pause=pause, pause_while=pause_while)
 
 
 def _worker(procs, tmp_path: Path, dispatcher, port: int):
@@ -112,23 +115,70 @@ def _wait_reading_a_shard(worker, data: Path, train, timeout: float = 120) -> No
     raise AssertionError(f"worker {worker.address} opened no shard of {data} in {timeout} s")
 
 
-def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(tmp_path):
-    log, held = tmp_path / "ids.txt", tmp_path / "hold"
-    steps = 2 * BIG_N // BATCH
+@pytest.fixture(scope="module")
+def worker_faults(tmp_path_factory):
+    """One dispatcher, one worker, and two trainers reading it at once (distributed_epoch on
+    the big data, parallel_epochs on the small): a second worker added mid-run (the
+    parallel_epochs trainer must read from it), then the first killed with kill -9 while it
+    holds a shard of the big epoch, and brought back at its port. Both trainers see both
+    faults; each test below asserts on its own trainer's run (the service's four processes
+    are paid once, not once per mode)."""
+    tmp = tmp_path_factory.mktemp("worker_faults")
+    held = tmp / "hold"
+    epoch_dir, parallel_dir = tmp / "epoch", tmp / "parallel"
+    epoch_dir.mkdir()
+    parallel_dir.mkdir()
+    epoch_log, parallel_log = epoch_dir / "ids.txt", parallel_dir / "ids.txt"
+    epoch_steps, parallel_steps = 2 * BIG_N // BATCH, 3 * EPOCH_STEPS
     ports = [servicekit.free_port(), servicekit.free_port()]
-    held.touch()  # slow steps until the worker is killed and back, then full speed
+    held.touch()  # slow steps until the faults are done, then full speed
     with servicekit.processes() as procs:
-        dispatcher = servicekit.start(procs, tmp_path, "dispatcher", "--port", 0)
-        workers = [_worker(procs, tmp_path, dispatcher, p) for p in ports]
+        dispatcher = servicekit.start(procs, tmp, "dispatcher", "--port", 0)
+        first = _worker(procs, tmp, dispatcher, ports[0])
         address = dispatcher.address
-        big = {"n": BIG_N, "shards": BIG_SHARDS, "pause_while": held}
-        _, _, train = _train(tmp_path, steps, "distributed_epoch", address, log, **big)
-        _wait_steps(log, 16, train)
-        _wait_reading_a_shard(workers[0], tmp_path / "data", train)
-        _kill_and_restart(procs, tmp_path, dispatcher, workers[0], ports[0])  # mid-epoch
-        held.unlink()
-        result, err = _finish(train)
+        # 0.2 s per held step: each run must outlast the faults' acting (the added worker's
+        # TensorFlow start beside two trainers), the big one staying within its 2 epochs.
+        big = {"n": BIG_N, "shards": BIG_SHARDS, "pause_while": held, "pause": 0.2}
+        *_, epoch_train = _train(
+            epoch_dir, epoch_steps, "distributed_epoch", address, epoch_log, **big
+        )
+        *_, parallel_train = _train(
+            parallel_dir,
+            parallel_steps,
+            "parallel_epochs",
+            address,
+            parallel_log,
+            pause_while=held,
+            pause=0.2,
+        )
+        trainers = [epoch_train, parallel_train]
+        try:
+            _wait_steps(epoch_log, 16, epoch_train)
+            _wait_steps(parallel_log, 10, parallel_train)
+            _worker(procs, tmp, dispatcher, ports[1])  # added mid-run
+            deadline = time.monotonic() + 120
+            while not _connected(parallel_train.pid, ports[1]):  # the trainer reads from it
+                assert time.monotonic() < deadline, "never read from it"
+                _still_training(parallel_train)
+                time.sleep(0.5)
+            served_at = len(_trained_ids(parallel_log))
+            _wait_reading_a_shard(first, epoch_dir / "data", epoch_train)
+            _kill_and_restart(procs, tmp, dispatcher, first, ports[0])  # mid-epoch
+            held.unlink()
+            epoch_run, parallel_run = _finish(epoch_train), _finish(parallel_train)
+        finally:
+            for train in trainers:  # only the trainers started here, by their own handles
+                if train.poll() is None:
+                    train.kill()
+                    train.communicate(timeout=60)
+    return {
+        "epoch": (*epoch_run, epoch_log, epoch_steps),
+        "parallel": (*parallel_run, served_at, parallel_steps),
+    }
 
+
+def test_worker_killed_mid_epoch_distributed_epoch_reports_what_the_epoch_lost(worker_faults):
+    result, err, log, steps = worker_faults["epoch"]
     assert result["steps"] == steps  # training went on
     svc = result["service"]
     lost = [e for e in svc["epochs"] if e["lost"]]
@@ -168,26 +218,8 @@ def _connected(pid: int, port: int) -> bool:
     return any(c.raddr and c.raddr.port == port and c.status == "ESTABLISHED" for c in conns)
 
 
-def test_parallel_epochs_loses_nothing_and_an_added_worker_serves(tmp_path):
-    log, steps, held = tmp_path / "ids.txt", 3 * EPOCH_STEPS, tmp_path / "hold"
-    ports = [servicekit.free_port(), servicekit.free_port()]
-    held.touch()  # slow steps until the faults are done, then full speed
-    with servicekit.processes() as procs:
-        dispatcher = servicekit.start(procs, tmp_path, "dispatcher", "--port", 0)
-        first = _worker(procs, tmp_path, dispatcher, ports[0])
-        address = dispatcher.address
-        _, _, train = _train(tmp_path, steps, "parallel_epochs", address, log, pause_while=held)
-        _wait_steps(log, 10, train)
-        _worker(procs, tmp_path, dispatcher, ports[1])  # added mid-run
-        deadline = time.monotonic() + 120
-        while not _connected(train.pid, ports[1]):  # the trainer reads from it
-            assert time.monotonic() < deadline and train.poll() is None, "never read from it"
-            time.sleep(0.5)
-        served_at = len(_trained_ids(log))
-        _kill_and_restart(procs, tmp_path, dispatcher, first, ports[0])
-        held.unlink()
-        result, err = _finish(train)
-
+def test_parallel_epochs_loses_nothing_and_an_added_worker_serves(worker_faults):
+    result, _, served_at, steps = worker_faults["parallel"]
     assert served_at < steps and result["steps"] == steps, (served_at, result["steps"])
     svc = result["service"]
     assert svc["mode"] == "parallel_epochs" and svc["lost"] == 0
@@ -196,7 +228,7 @@ def test_parallel_epochs_loses_nothing_and_an_added_worker_serves(tmp_path):
 
 def test_dispatcher_restart_is_a_logged_pause(tmp_path):
     log, held = tmp_path / "ids.txt", tmp_path / "hold"
-    steps = 3 * EPOCH_STEPS
+    steps = 2 * EPOCH_STEPS  # the epoch the restart cuts, and one after it
     work_dir, port = tmp_path / "journal", servicekit.free_port()
     args = ("dispatcher", "--port", port, "--work-dir", work_dir)
     held.touch()  # slow steps until the dispatcher is back, then full speed
@@ -207,8 +239,9 @@ def test_dispatcher_restart_is_a_logged_pause(tmp_path):
             "data-service", "dispatcher", "--port", servicekit.free_port(), "--work-dir", work_dir
         )
         assert res.returncode == 2 and "--work-dir" in res.stderr and "in use by" in res.stderr
-        for _ in range(2):
-            _worker(procs, tmp_path, dispatcher, 0)
+        # One worker: the journal, not the workers, is what carries the job over the restart
+        # (a job started over would serve ids twice all the same).
+        _worker(procs, tmp_path, dispatcher, 0)
         address = dispatcher.address
         _, _, train = _train(tmp_path, steps, "distributed_epoch", address, log, pause_while=held)
         _wait_steps(log, EPOCH_STEPS // 2, train)
