@@ -1,7 +1,8 @@
 """`tfperf data-service local --workers 2`: prints a working address (a client reads a
 pipeline through it), stops its dispatcher and workers on SIGTERM (exit 0), restarts a worker
-that dies on its port, and when one dies past --restarts says which and exits non-zero. Real
-processes on 127.0.0.1."""
+that dies on its port, and when one dies past --restarts says which, stops the others and
+exits non-zero (with --workers 1: the dispatcher is the other). Real processes on
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -53,12 +54,14 @@ def test_local_serves_restarts_a_killed_worker_and_stops_its_children_on_sigterm
 
 
 def test_local_names_a_dead_worker_and_exits_non_zero(tmp_path):
+    # One worker (a TensorFlow process less): its death past --restarts 0 must still be named
+    # and the dispatcher stopped; the test above runs two workers.
     with processes() as procs:
-        local = start(procs, tmp_path, "local", "--workers", 2, "--restarts", 0)
-        victim = local.first["workers"][1]["pid"]
+        local = start(procs, tmp_path, "local", "--workers", 1, "--restarts", 0)
+        victim = local.first["workers"][0]["pid"]
         psutil.Process(victim).send_signal(signal.SIGKILL)
         status = local.popen.wait(timeout=START_TIMEOUT)
         assert status == 1, local.err()
         err = " ".join(local.err().split())
-        assert f"worker 2 (PID {victim}) exited with signal SIGKILL" in err
+        assert f"worker 1 (PID {victim}) exited with signal SIGKILL" in err
         assert not [pid for pid in _children(local.first) if psutil.pid_exists(pid)]
