@@ -101,6 +101,18 @@ def start(
     return proc
 
 
+def preloaded_env(host: str = "127.0.0.1") -> dict[str, str]:
+    """The variables that start a `tfperf` server or trainer with tfperf's bind shim already
+    preloaded for `host` (util.bind.bound_env): its servers listen on `host` alone as usual,
+    and it skips the re-execution under the shim that `ensure_bound` does otherwise (~0.5 s
+    of CPU per process: the command line's imports twice). For tests not about that step;
+    tests/util/test_bind.py, tests/cli/test_data_service.py and test_cluster_server.py
+    start their processes without it."""
+    from tfperf.util.bind import bound_env
+
+    return {k: v for k, v in bound_env(host).items() if os.environ.get(k) != v}
+
+
 def run_tfperf(*args: object, timeout: float = 120) -> subprocess.CompletedProcess:
     """`tfperf ARGS` to its end, output captured."""
     cmd = [TFPERF, *(str(a) for a in args)]

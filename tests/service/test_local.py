@@ -11,7 +11,22 @@ import time
 
 import psutil
 
-from helpers.servicekit import START_TIMEOUT, processes, read_json_line, read_service, start, stop
+from helpers.servicekit import (
+    START_TIMEOUT,
+    preloaded_env,
+    processes,
+    read_json_line,
+    read_service,
+    start,
+    stop,
+)
+
+
+def _local(procs, tmp_path, *args: object):
+    """`tfperf data-service local ARGS` with the bind shim preloaded: its children inherit
+    it and skip their re-execution under the shim (binding is tested in
+    tests/cli/test_data_service.py)."""
+    return start(procs, tmp_path, "local", *args, env=preloaded_env())
 
 
 def _children(info: dict) -> list[int]:
@@ -22,7 +37,7 @@ def test_local_serves_restarts_a_killed_worker_and_stops_its_children_on_sigterm
     """One cluster for its whole life (each start is four TensorFlow processes): it serves,
     a worker killed with kill -9 comes back on its port and serves, SIGTERM stops them all."""
     with processes() as procs:
-        local = start(procs, tmp_path, "local", "--workers", 2)
+        local = _local(procs, tmp_path, "--workers", 2)
         info = local.first
         assert info["address"].startswith("grpc://127.0.0.1:")
         assert len(info["workers"]) == 2
@@ -57,7 +72,7 @@ def test_local_names_a_dead_worker_and_exits_non_zero(tmp_path):
     # One worker (a TensorFlow process less): its death past --restarts 0 must still be named
     # and the dispatcher stopped; the test above runs two workers.
     with processes() as procs:
-        local = start(procs, tmp_path, "local", "--workers", 1, "--restarts", 0)
+        local = _local(procs, tmp_path, "--workers", 1, "--restarts", 0)
         victim = local.first["workers"][0]["pid"]
         psutil.Process(victim).send_signal(signal.SIGKILL)
         status = local.popen.wait(timeout=START_TIMEOUT)

@@ -72,6 +72,7 @@ def _train(
     shards: int = SHARDS,
     pause_while: Path | None = None,
     pause: float = 0.1,
+    checkpoint_every: int = 512,
 ):
     data = trainkit.write_data(tmp_path / "data", n=n, shards=shards)
     rf = trainkit.write_runfile(
@@ -79,19 +80,27 @@ def _train(
         data,
         model="tinymodels:with_ids",
         steps_per_loop=1,
-        checkpoint={"every_steps": 16},
-        # Scalars every 16 steps, not every step: per-step summaries took two thirds of a
-        # 512-step run's time (input/* tags are still written, at the logged steps).
-        log_every=16,
-        histogram_every=64,
+        # No checkpoint before the end unless the test resumes from one (one save: ~45 ms).
+        checkpoint={"every_steps": checkpoint_every},
+        # Scalars every 64 steps, not every step: per-step summaries took two thirds of a
+        # 512-step run's time (input/* tags are still written, at the logged steps; the
+        # pauses and lost examples are watched at every step whatever this says).
+        log_every=64,
+        histogram_every=512,
     )
     args = ["--json", "--max-steps", str(steps), *_with_service(mode, address)]
     return rf, args, trainkit.start_train(rf, log, *args, pause=pause, pause_while=pause_while)
 
 
+def _serve(procs, tmp_path: Path, *args: object):
+    """`tfperf data-service ARGS` started with the bind shim preloaded (its re-execution
+    under the shim skipped: binding is not what these tests are about)."""
+    return servicekit.start(procs, tmp_path, *args, env=servicekit.preloaded_env())
+
+
 def _worker(procs, tmp_path: Path, dispatcher, port: int):
     args = ("worker", "--dispatcher", dispatcher.target, "--port", port, "--timeout", 120)
-    return servicekit.start(procs, tmp_path, *args)
+    return _serve(procs, tmp_path, *args)
 
 
 def _kill_and_restart(procs, tmp_path: Path, dispatcher, worker, port: int):
@@ -133,7 +142,7 @@ def worker_faults(tmp_path_factory):
     ports = [servicekit.free_port(), servicekit.free_port()]
     held.touch()  # slow steps until the faults are done, then full speed
     with servicekit.processes() as procs:
-        dispatcher = servicekit.start(procs, tmp, "dispatcher", "--port", 0)
+        dispatcher = _serve(procs, tmp, "dispatcher", "--port", 0)
         first = _worker(procs, tmp, dispatcher, ports[0])
         address = dispatcher.address
         # 0.2 s per held step: each run must outlast the faults' acting (the added worker's
@@ -233,7 +242,7 @@ def test_dispatcher_restart_is_a_logged_pause(tmp_path):
     args = ("dispatcher", "--port", port, "--work-dir", work_dir)
     held.touch()  # slow steps until the dispatcher is back, then full speed
     with servicekit.processes() as procs:
-        dispatcher = servicekit.start(procs, tmp_path, *args)
+        dispatcher = _serve(procs, tmp_path, *args)
         # One journal, one dispatcher: a second one on the same --work-dir is refused.
         res = servicekit.run_tfperf(
             "data-service", "dispatcher", "--port", servicekit.free_port(), "--work-dir", work_dir
@@ -247,7 +256,7 @@ def test_dispatcher_restart_is_a_logged_pause(tmp_path):
         _wait_steps(log, EPOCH_STEPS // 2, train)
         assert servicekit.stop(dispatcher) == 0, dispatcher.err()
         time.sleep(3)
-        again = servicekit.start(procs, tmp_path, *args)
+        again = _serve(procs, tmp_path, *args)
         assert again.address == dispatcher.address
         held.unlink()
         result, err = _finish(train)
@@ -271,7 +280,10 @@ def test_a_killed_trainer_resumes_from_its_checkpoint(tmp_path, monkeypatch, sha
     # The service is the session's: only the trainer is faulted here.
     log = tmp_path / "ids.txt"
     steps = 2 * EPOCH_STEPS
-    rf, args, train = _train(tmp_path, steps, "distributed_epoch", shared_data_service, log)
+    address = shared_data_service
+    rf, args, train = _train(
+        tmp_path, steps, "distributed_epoch", address, log, checkpoint_every=16
+    )
     try:
         _wait_steps(log, 40, train)  # past the checkpoint at step 32
     finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import service_cluster, trainkit
+from helpers import service_cluster, servicekit, trainkit
 
 N, SHARDS, BATCH = 256, 16, 8  # 8 examples per replica and step, 2 trainers
 EPOCH_STEPS = N // (2 * BATCH)
@@ -32,15 +32,18 @@ def address(shared_data_service: str) -> str:
     return shared_data_service
 
 
+def _env(**extra: str) -> dict[str, str]:
+    """A trainer's or cluster server's environment. The bind shim is preloaded (util.bind):
+    a process whose TF_CONFIG or cluster file names its server binds it on 127.0.0.1 without
+    re-executing itself under the shim first (that step is tested in train/test_strategy.py
+    and cli/test_cluster_server.py)."""
+    quiet = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    return {**os.environ, **quiet, **servicekit.preloaded_env(), **extra}
+
+
 def _trainer(rf: Path, index: int, cluster: dict, ids: Path, *args: str) -> subprocess.Popen:
     tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-    env = {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "CUDA_VISIBLE_DEVICES": "",
-        "TF_CONFIG": json.dumps(tf_config),
-        "IDS_LOG": str(ids),
-    }
+    env = _env(TF_CONFIG=json.dumps(tf_config), IDS_LOG=str(ids))
     cmd = [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress", "--json"]
     return subprocess.Popen(
         [*cmd, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -162,10 +165,6 @@ def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path, address
     print(f"final loss {first['final_loss']:.3f}; each epoch's ids split as {cuts}")
 
 
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", **extra}
-
-
 def test_parameter_server_workers_split_one_job(tmp_path, address):
     """A coordinator, a ps and 2 worker tasks (`tfperf cluster-server`): each worker task
     builds its dataset inside a function (the coordinator's per-worker dataset), both on
@@ -234,14 +233,15 @@ def test_multi_worker_without_job_name_is_refused_before_connecting(tmp_path):
     cluster = {"worker": [f"127.0.0.1:{trainkit.free_port()}" for _ in range(2)]}
     rf = _runfile(tmp_path, f"127.0.0.1:{service_cluster.free_port()}", 8)
     tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
-    # A process of its own: `tfperf train` binds its server (TF_CONFIG names it) by
-    # re-executing itself before TensorFlow is imported.
+    # A process of its own: `tfperf train` binds its server (TF_CONFIG names it) before
+    # TensorFlow is imported (here under the preloaded shim), and were the check gone it
+    # would wait for the other worker.
     proc = trainkit.tfperf(
         "train",
         str(rf),
         "--set",
         "pipeline.service.job_name=null",
-        env={"TF_CONFIG": tf_config},
+        env={"TF_CONFIG": tf_config, **servicekit.preloaded_env()},
         check=False,
         timeout=120,  # without the check: waits for the other worker, for ever
     )
