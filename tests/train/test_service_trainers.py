@@ -119,6 +119,9 @@ def _runfile(
     **train,
 ) -> Path:
     data = trainkit.write_data(tmp_path / "data", n=N, shards=SHARDS)
+    # Scalars every 32 steps and no histograms (write_runfile's default writes scalars every
+    # step, histograms every 5): no test here reads the summaries.
+    train = {"log_every": 32, "histogram_every": 1000, **train}
     rf = trainkit.write_runfile(tmp_path, data, model=model, max_steps=steps, **train)
     (tmp_path / "psmodels.py").write_text(PRINTED_IDS)
     doc = yaml.safe_load(rf.read_text())
