@@ -113,10 +113,13 @@ def preloaded_env(host: str = "127.0.0.1") -> dict[str, str]:
     return {k: v for k, v in bound_env(host).items() if os.environ.get(k) != v}
 
 
-def run_tfperf(*args: object, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`tfperf ARGS` to its end, output captured."""
+def run_tfperf(
+    *args: object, timeout: float = 120, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`tfperf ARGS` to its end, output captured (`env`: variables added to os.environ)."""
     cmd = [TFPERF, *(str(a) for a in args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    full_env = {**os.environ, **env} if env else None
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 def stop(proc: Proc, sig: int = signal.SIGTERM, timeout: float = 60) -> int:

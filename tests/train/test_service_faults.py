@@ -244,9 +244,8 @@ def test_dispatcher_restart_is_a_logged_pause(tmp_path):
     with servicekit.processes() as procs:
         dispatcher = _serve(procs, tmp_path, *args)
         # One journal, one dispatcher: a second one on the same --work-dir is refused.
-        res = servicekit.run_tfperf(
-            "data-service", "dispatcher", "--port", servicekit.free_port(), "--work-dir", work_dir
-        )
+        again = ("dispatcher", "--port", servicekit.free_port(), "--work-dir", work_dir)
+        res = servicekit.run_tfperf("data-service", *again, env=servicekit.preloaded_env())
         assert res.returncode == 2 and "--work-dir" in res.stderr and "in use by" in res.stderr
         # One worker: the journal, not the workers, is what carries the job over the restart
         # (a job started over would serve ids twice all the same).

@@ -143,7 +143,8 @@ def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path, address
     ports = [trainkit.free_port(), trainkit.free_port()]
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     logs = [tmp_path / "ids-0.txt", tmp_path / "ids-1.txt"]
-    rf = _runfile(tmp_path, address, steps, steps_per_loop=1)
+    # 4 steps per call (one id line per step all the same): a quarter of the loop's calls.
+    rf = _runfile(tmp_path, address, steps, steps_per_loop=4)
     procs = [_trainer(rf, i, cluster, logs[i]) for i in range(2)]
     try:
         results = [_finish(p) for p in procs]
