@@ -107,7 +107,7 @@ def preloaded_env(host: str = "127.0.0.1") -> dict[str, str]:
     and it skips the re-execution under the shim that `ensure_bound` does otherwise (~0.5 s
     of CPU per process: the command line's imports twice). For tests not about that step;
     tests/util/test_bind.py, tests/cli/test_data_service.py and test_cluster_server.py
-    start their processes without it."""
+    start their servers without it."""
     from tfperf.util.bind import bound_env
 
     return {k: v for k, v in bound_env(host).items() if os.environ.get(k) != v}
