@@ -1,6 +1,7 @@
 """`tfperf train`'s end-of-run table for a run stopped before any timed call (a Ctrl-C
 during the compiling first call): rates are 'not measured', never '0.0 ex/s, 0% waiting'
-(which reads as 'not input-bound')."""
+(which reads as 'not input-bound'); a cluster run without a shared service job refused
+before TensorFlow is imported."""
 
 from __future__ import annotations
 
@@ -43,3 +44,41 @@ def test_a_run_with_no_timed_call_says_not_measured():
     assert "0.0%" not in text and "input-bound fraction" not in text
     assert "XLA" in text and "off (auto: off on a CPU-only host" in text
     assert "input-bound fraction" in table(result(1234.0))
+
+
+REFUSED = """
+import runpy, sys
+sys.argv = ["tfperf", "train", sys.argv[1], "--set", "pipeline.service.job_name=null"]
+try:
+    runpy.run_module("tfperf.cli.main", run_name="__main__")
+except SystemExit as exc:
+    print("exit", exc.code, "tensorflow imported:", "tensorflow" in sys.modules)
+"""
+
+
+def test_a_cluster_run_without_a_shared_job_is_refused_before_tensorflow(tmp_path):
+    """Two multi_worker tasks reading a tf.data service without a job_name would each read
+    everything: `tfperf train` says so before TensorFlow's import (and the bind re-exec)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from helpers import trainkit
+
+    rf = trainkit.write_runfile(tmp_path, trainkit.write_data(tmp_path / "data", n=64, shards=2))
+    doc = yaml.safe_load(rf.read_text())
+    doc["train"]["strategy"] = "multi_worker"
+    doc["pipeline"]["service"] = {"address": "127.0.0.1:1", "mode": "distributed_epoch"}
+    rf.write_text(yaml.safe_dump(doc))
+    workers = [f"127.0.0.1:{trainkit.free_port()}" for _ in range(2)]
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}
+    env = {**os.environ, "TF_CONFIG": json.dumps(tf_config)}
+    out = subprocess.run(
+        [sys.executable, "-c", REFUSED, str(rf)], env=env, capture_output=True, text=True
+    )
+    assert "exit 2 tensorflow imported: False" in out.stdout, out.stdout + out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert "2 multi_worker tasks" in said and "job_name" in said, said

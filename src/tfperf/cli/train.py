@@ -21,7 +21,7 @@ from tfperf.cli.common import (
     print_json,
     stdout_console,
 )
-from tfperf.train.strategy import bind_own_server
+from tfperf.train.strategy import bind_own_server, check_shared_job
 from tfperf.util.format import number, plural
 
 if TYPE_CHECKING:
@@ -127,7 +127,9 @@ def register(app: typer.Typer) -> None:
             names = [n.strip() for n in print_tensors.split(",") if n.strip()]
             overrides.append(f"train.print_tensors=[{', '.join(repr(n) for n in names)}]")
         cfg = load_run(runfile, overrides)
-        # Before TensorFlow: a cluster task's server listens on its named host only.
+        # Before TensorFlow: a run the cluster would refuse stops here, and a cluster task's
+        # server listens on its named host only.
+        check_shared_job(cfg)
         bind_own_server(cfg)
         from tfperf.inputs.datasets import ensure_workload_data
 

@@ -236,6 +236,15 @@ def own_server_address(cfg: RunConfig) -> tuple[str, str] | None:
     return None
 
 
+def check_shared_job(cfg: RunConfig) -> None:
+    """A cluster run whose input tasks would not share one tf.data service job is refused
+    here, before TensorFlow's import and the bind re-exec (seconds a refusal need not cost);
+    make_strategy checks again for the library's callers."""
+    kind = cfg.train.strategy if cfg.train.strategy != "auto" else _kind_from_tf_config()
+    if kind in ("multi_worker", "parameter_server"):
+        _check_shared_job(cfg, kind)
+
+
 def bind_own_server(cfg: RunConfig) -> None:
     """Makes the TensorFlow server this process will start (own_server_address) listen only
     on the host its address names, not on every interface as TensorFlow's own does: it
