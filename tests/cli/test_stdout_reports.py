@@ -1,18 +1,18 @@
 """Reports go to stdout (so `> file` and `| less` work), progress and logs to stderr; a
 report piped or redirected lays its tables out for 100 columns (or COLUMNS), cells wrapped,
-while a path printed on its own line stays whole there."""
+while a path printed on its own line stays whole there. `tfperf cluster-server` saying where it
+serves on stdout is asserted on the servers of tests/train/test_strategy.py's parameter-server
+test (real servers that test starts anyway)."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import time
 
 import pytest
 import yaml
 
-from helpers.clikit import TFPERF, run_tfperf, tiny_dataset
+from helpers.clikit import tiny_dataset
 from helpers.trainkit import tfperf_here
 
 MODEL = """
@@ -95,27 +95,6 @@ def test_config_show_on_stdout_unwrapped(tmp_path, cli):
     assert whole_on_a_line(res.stdout, str(folder / "data")), res.stdout
 
 
-def test_cluster_server_says_where_it_serves_on_stdout(tmp_path):
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text("ps: ['localhost:0']\nworker: ['localhost:0']\n")
-    out, err = tmp_path / "stdout", tmp_path / "stderr"
-    with out.open("w") as o, err.open("w") as e:
-        proc = subprocess.Popen(
-            [TFPERF, "cluster-server", "--job", "ps", "--index", "0", "--cluster", cluster],
-            stdout=o,
-            stderr=e,
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while "serving" not in out.read_text() + err.read_text() and proc.poll() is None:
-                assert time.monotonic() < deadline, "no line from the server in 120 s"
-                time.sleep(0.2)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-    assert out.read_text().startswith("ps 0 serving at localhost:0"), err.read_text()
-
-
 CHATTY_PIPELINE = """
 import tensorflow as tf
 
@@ -128,14 +107,16 @@ def make_dataset(batch_size=8):
 """
 
 
-def test_json_stays_whole_when_the_users_code_prints(tmp_path):
+def test_json_stays_whole_when_the_users_code_prints(tmp_path, cli):
+    # In this process: the command sends Python's sys.stdout to stderr while it runs, which
+    # the captured streams show as a pipe's would (as the bench table's test above).
     (tmp_path / "chatty.py").write_text(CHATTY_PIPELINE)
     run = write_run(tmp_path, pipeline={"batch_size": 8})
     doc = yaml.safe_load(open(run))
     doc["data"] = {"pipeline": "chatty:make_dataset"}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(doc))
-    res = run_tfperf("bench", run, "--json", "--batches", "2", "--repeats", "1", "--warmup", "0")
-    assert res.returncode == 0, res.stderr
+    res = cli("bench", run, "--json", "--batches", "2", "--repeats", "1", "--warmup", "0")
+    assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["format"] == "tfperf.bench/1", res.stdout  # nothing else
     assert "Found 64 files belonging to 2 classes." in res.stderr  # the print is kept
 

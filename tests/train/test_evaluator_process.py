@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -188,32 +189,39 @@ def test_the_evaluator_follows_training_to_final_and_the_summary_shows_its_resul
     assert "evaluated" in log and "Traceback" not in log
 
 
-def _train(runfile, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "COLUMNS": "250", **(env or {})}
-    cmd = [sys.executable, "-m", "tfperf.cli.main", "train", runfile, "--evaluator", *args]
-    return subprocess.Popen(
-        cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-@pytest.mark.slow  # a trainer and its evaluator process
-def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path):
-    env = {"IDS_LOG": str(tmp_path / "ids.txt"), "IDS_PAUSE": "0.1"}
+@pytest.mark.slow  # a trainer (this process) and its evaluator process
+def test_evaluator_that_dies_fails_the_run_at_the_end(runfile, tmp_path, cli, monkeypatch):
+    # The trainer in this process (the exit status it gives is the command's, as in the test
+    # above); its evaluator a real child process, killed from a thread while training runs.
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("IDS_LOG", str(tmp_path / "ids.txt"))
+    monkeypatch.setenv("IDS_PAUSE", "0.1")
     sets = ["--set", "data.eval_split=train", "--set", "model.name=tinymodels:with_ids"]
-    # 60 steps of 0.1 s: seconds of training left after the evaluator is found and killed.
-    proc = _train(runfile, "--json", "--max-steps", "60", *sets, env=env)
-    trainer = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    child = None
-    while child is None:
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "no evaluator process"
-        child = next((k for k in trainer.children() if MODULE in _cmdline(k)), None)
-        time.sleep(0.1)
-    child.kill()  # as the OOM killer would
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 1, err
-    result = json.loads(out)
+    killed: list[int] = []  # the killed evaluator's PID, once found
+    done = threading.Event()
+
+    def kill_the_evaluator() -> None:
+        me, deadline = psutil.Process(), time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < deadline:
+            child = next((k for k in me.children() if MODULE in _cmdline(k)), None)
+            if child is not None:
+                child.kill()  # as the OOM killer would
+                killed.append(child.pid)
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_evaluator, daemon=True)
+    killer.start()
+    try:
+        # 60 steps of 0.1 s: seconds of training left after the evaluator is found and killed.
+        res = cli("train", runfile, "--evaluator", "--json", "--max-steps", "60", *sets)
+    finally:
+        done.set()
+        killer.join(timeout=30)
+    assert killed, f"no evaluator process\n{res.stderr}"
+    err = res.stderr
+    assert res.exit_code == 1, err
+    result = json.loads(res.stdout)
     assert result["steps"] == 60  # training itself went on to its end
     assert result["evaluator"]["failed"] and result["evaluator"]["exit_code"] == -9
     assert "evaluator: exited with status -9 at training step" in err

@@ -1,10 +1,13 @@
 """Two `tfperf train` on one train.out_dir: the first a real process, the second (this one,
 through the command line) is refused with the first one's PID and start time and writes
 nothing; an evaluator watching the same folder by hand is not refused; the lock goes when
-the first one ends."""
+the first one ends. The first one is ended by SIGINT (Ctrl-C) without --json: it is also
+test_interrupt_exit.py's SIGINT case (says what it saves, saves, exits 130), one process
+paying TensorFlow's start-up for both."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 
@@ -43,7 +46,13 @@ def test_second_train_on_the_same_out_dir_is_refused(tmp_path, monkeypatch):
         )
         assert "in use" not in watch.stderr
     finally:
-        first.send_signal(signal.SIGTERM)
-        first.communicate(timeout=120)
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
     assert not (out / LOCK_NAME).exists()  # released when the first one ended
     assert (out / "checkpoints" / "checkpoint").exists()  # it saved as it stopped
+    # As an interrupted run (test_interrupt_exit.py): it says what it saves, exits 130.
+    assert first.returncode == 130, err
+    assert sorted((out / "checkpoints").glob("ckpt-*.index")), err
+    assert re.search(r"SIGINT: saving a checkpoint at step \d+ with the input iterator \(", err)
+    assert re.search(r"~[\d.]+ (KiB|MiB) for 16 records of ~\d+ B\)", err), err
+    assert not (out / "checkpoints" / "FINAL").exists()

@@ -1,12 +1,13 @@
 """tf.distribute for real, on 127.0.0.1: mirrored on 2 logical CPUs reaches the same loss
 as one device with the same global batch; 2 multi_worker processes agree on the loss;
 parameter_server trains through a ClusterCoordinator with `tfperf cluster-server` ps and
-worker processes. Every TensorFlow server of these listens on 127.0.0.1 only, as the
-cluster names it (read from the OS while they run). Plus the cluster file's checks,
-`auto`'s choice, and which host a process's TensorFlow server listens on, read before
-TensorFlow starts: its TF_CONFIG task's under multi_worker, the chief's under
-parameter_server, none for one process; the library's callers bind with bind_own_server or
-are warned (a fresh interpreter each: what its server listens on is the point)."""
+worker processes, each saying on stdout where it serves. Every TensorFlow server of these
+listens on 127.0.0.1 only, as the cluster names it (read from the OS while they run). Plus
+the cluster file's checks, `auto`'s choice, and which host a process's TensorFlow server
+listens on, read before TensorFlow starts: its TF_CONFIG task's under multi_worker, the
+chief's under parameter_server, none for one process; the library's callers bind with
+bind_own_server or are warned (a fresh interpreter each: what its server listens on is the
+point)."""
 
 from __future__ import annotations
 
@@ -150,8 +151,12 @@ def test_parameter_server_with_cluster_servers(tmp_path):
     finally:
         for s in servers:
             s.kill()
-            s.communicate()
+        said = [s.communicate()[0] for s in servers]
     assert seen == {p: [f"127.0.0.1:{p}"] for p in ports}  # the coordinator's and the tasks'
+    # Each server says where it serves on stdout (its report; logs go to stderr), as
+    # tests/cli/test_stdout_reports.py's module says.
+    for job, out_text in zip(("ps", "worker"), said, strict=True):
+        assert out_text.startswith(f"{job} 0 serving at {cluster[job][0]} ("), out_text
     assert out["strategy"] == "parameter_server" and out["steps"] == 12
     assert math.isfinite(out["final_loss"]) and out["final_loss"] < 1.0
     assert (tmp_path / "run" / "checkpoints" / "ckpt-12.index").exists()
@@ -165,7 +170,8 @@ def test_cluster_file_errors_name_the_job(tmp_path):
     assert validate_cluster({"worker": "h:1"}, "c.yaml") == {"worker": ["h:1"]}
     cfile = tmp_path / "cluster.yaml"
     cfile.write_text(yaml.safe_dump({"ps": ["127.0.0.1:1"]}))
-    proc = trainkit.tfperf(
+    # In this process: the index is checked before TensorFlow or a server is started.
+    proc = trainkit.tfperf_here(
         "cluster-server", "--job", "ps", "--index", "3", "--cluster", str(cfile), check=False
     )
     assert proc.returncode == 2 and "lists 1 'ps' task(s)" in " ".join(proc.stderr.split())
