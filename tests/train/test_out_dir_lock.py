@@ -2,8 +2,8 @@
 through the command line) is refused with the first one's PID and start time and writes
 nothing; an evaluator watching the same folder by hand is not refused; the lock goes when
 the first one ends. The first one is ended by SIGINT (Ctrl-C) without --json: it is also
-test_interrupt_exit.py's SIGINT case (says what it saves, saves, exits 130), one process
-paying TensorFlow's start-up for both."""
+the interrupted run's SIGINT case (says what it saves, saves, exits 130; SIGTERM's, with
+--json, is in test_resume.py), one process paying TensorFlow's start-up for both."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def test_second_train_on_the_same_out_dir_is_refused(tmp_path, monkeypatch):
         _, err = first.communicate(timeout=120)
     assert not (out / LOCK_NAME).exists()  # released when the first one ended
     assert (out / "checkpoints" / "checkpoint").exists()  # it saved as it stopped
-    # As an interrupted run (test_interrupt_exit.py): it says what it saves, exits 130.
+    # As an interrupted run (SIGTERM's case in test_resume.py): says what it saves, exits 130;
+    # no checkpoint yet (every 500 steps, ~50 s of 0.1 s steps): the shuffle buffer's estimate.
     assert first.returncode == 130, err
     assert sorted((out / "checkpoints").glob("ckpt-*.index")), err
     assert re.search(r"SIGINT: saving a checkpoint at step \d+ with the input iterator \(", err)

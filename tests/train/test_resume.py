@@ -1,10 +1,19 @@
 """Exact resume: a run killed (kill -9, or SIGTERM) at arbitrary steps and restarted
 consumes every example of every epoch exactly once, counting only what was consumed up
-to each restored checkpoint. The model logs the ids of each step's batch to a file."""
+to each restored checkpoint. The model logs the ids of each step's batch to a file.
+
+An interrupted `tfperf train` (SIGTERM here, with --json; SIGINT without it in
+test_out_dir_lock.py) says it saves its checkpoint with the input iterator and how large
+that is, saves it and exits 128 + the signal's number (143, 130), so that a script tells it
+from a finished run; --json still says stopped_because: signal. Asserted on the SIGTERM'd
+processes of the resume test: the same real processes, each paying TensorFlow's start-up
+once for both proofs."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,12 +41,12 @@ def _latest_step(ckpt_dir: Path) -> int:
     return int(first.split('"')[1].rsplit("-", 1)[1])
 
 
-def _start(rf: Path, log: Path) -> subprocess.Popen:
+def _start(rf: Path, log: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "IDS_LOG": str(log), "IDS_PAUSE": "0.08"}
     return subprocess.Popen(
-        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress"],
+        [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress", *args],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -58,15 +67,30 @@ def _finish(rf: Path, log: Path, in_process: bool, *args: str) -> str:
         return trainkit.tfperf_here("train", rf, "--no-progress", *args).stderr
 
 
-def _interrupt_after(proc: subprocess.Popen, log: Path, lines: int, sig: int) -> str:
+def _interrupt_after(proc: subprocess.Popen, log: Path, lines: int, sig: int) -> tuple[str, str]:
     deadline = time.monotonic() + 120
     while len(_lines(log)) < lines:
         assert proc.poll() is None, f"finished early:\n{proc.stderr.read()}"
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.01)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
-    return err
+    return proc.communicate(timeout=120)
+
+
+def _assert_saved_and_exited_143(proc: subprocess.Popen, out: str, err: str, ckpt_dir: Path):
+    """The SIGTERM'd `tfperf train --json`: said what it saves and how large, saved (not
+    FINAL), exited 143, its JSON saying why it stopped."""
+    assert proc.returncode == 143, err
+    assert sorted(p.name for p in ckpt_dir.glob("ckpt-*.index")), err
+    # It says what the save holds and how large: a big shuffle buffer takes seconds. Here
+    # after a checkpoint (step 3), its size; before any, the shuffle buffer's estimate (the
+    # SIGINT'd trainer of test_out_dir_lock.py).
+    assert re.search(r"SIGTERM: saving a checkpoint at step \d+ with the input iterator \(", err)
+    assert re.search(r"\(~[\d.]+ (KiB|MiB), as large as the last checkpoint\)", err), err
+    assert not (ckpt_dir / "FINAL").exists()
+    result = json.loads(out)
+    assert result["stopped_because"] == "signal" and result["signal"] == "SIGTERM"
+    assert Path(result["checkpoint"] + ".index").exists()
 
 
 @pytest.mark.slow  # two real training processes each
@@ -104,11 +128,13 @@ def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(
     start = 0
     for k, (steps, sig) in enumerate(plan):
         log = tmp_path / f"ids_{k}.txt"
-        err = _interrupt_after(_start(rf, log), log, steps * replicas, sig)
+        json_out = ["--json"] if sig == signal.SIGTERM else []  # the exit contract's output
+        proc = _start(rf, log, *json_out)
+        out, err = _interrupt_after(proc, log, steps * replicas, sig)
         restored = _latest_step(ckpt_dir)
         consumed = _lines(log)
         if sig == signal.SIGTERM:
-            assert "saving a checkpoint" in err
+            _assert_saved_and_exited_143(proc, out, err, ckpt_dir)
             assert restored * replicas == start * replicas + len(consumed)  # saved where it stopped
         assert start <= restored <= start + len(consumed) // replicas
         history += consumed[: (restored - start) * replicas]  # what the restored state consumed
