@@ -1,13 +1,14 @@
-"""Exact resume: a run killed (kill -9, or SIGTERM) at arbitrary steps and restarted
-consumes every example of every epoch exactly once, counting only what was consumed up
-to each restored checkpoint. The model logs the ids of each step's batch to a file.
+"""Exact resume: a run killed (kill -9, or SIGTERM) or stopped by max_steps at arbitrary
+steps and restarted consumes every example of every epoch exactly once, counting only what
+was consumed up to each restored checkpoint. The model logs the ids of each step's batch to
+a file.
 
 An interrupted `tfperf train` (SIGTERM here, with --json; SIGINT without it in
 test_out_dir_lock.py) says it saves its checkpoint with the input iterator and how large
 that is, saves it and exits 128 + the signal's number (143, 130), so that a script tells it
-from a finished run; --json still says stopped_because: signal. Asserted on the SIGTERM'd
-processes of the resume test: the same real processes, each paying TensorFlow's start-up
-once for both proofs."""
+from a finished run; --json still says stopped_because: signal. Asserted on the resume
+test's SIGTERM'd process: the same real process, paying TensorFlow's start-up once for
+both proofs."""
 
 from __future__ import annotations
 
@@ -93,13 +94,15 @@ def _assert_saved_and_exited_143(proc: subprocess.Popen, out: str, err: str, ckp
     assert Path(result["checkpoint"] + ".index").exists()
 
 
-@pytest.mark.slow  # two real training processes each
+@pytest.mark.slow  # one or two real training processes each
 @pytest.mark.parametrize(
     ("strategy", "replicas", "shards", "plan"),
     [
-        # (steps to wait for, signal): kill -9 between checkpoints, SIGTERM (saves at once);
-        # two restarts in a row: a restored run's own saves are restored in turn.
-        ("one_device", 1, 3, [(5, signal.SIGKILL), (4, signal.SIGTERM)]),
+        # (steps to wait for, signal): kill -9 between checkpoints; then (None) a restored run
+        # in this process stopped by max_steps mid-epoch (it saves as a signal's stop does),
+        # restored in turn: two restarts in a row, one training process (TensorFlow's start-up
+        # paid once; SIGTERM's save and exit are the mirrored case's).
+        ("one_device", 1, 3, [(5, signal.SIGKILL), (4, None)]),
         # mirrored on 2 logical CPUs: one pipeline and one saved iterator per replica. One
         # SIGTERM mid-epoch (step 4 of 6, after the step-3 checkpoint): its save holds both
         # replicas' iterators where they stopped; kill -9's restore of an older checkpoint is
@@ -128,13 +131,17 @@ def test_kill_and_restart_consumes_each_example_exactly_once_per_epoch(
     start = 0
     for k, (steps, sig) in enumerate(plan):
         log = tmp_path / f"ids_{k}.txt"
-        json_out = ["--json"] if sig == signal.SIGTERM else []  # the exit contract's output
-        proc = _start(rf, log, *json_out)
-        out, err = _interrupt_after(proc, log, steps * replicas, sig)
+        if sig is None:
+            _finish(rf, log, True, "--max-steps", str(start + steps))
+        else:
+            json_out = ["--json"] if sig == signal.SIGTERM else []  # the exit contract's output
+            proc = _start(rf, log, *json_out)
+            out, err = _interrupt_after(proc, log, steps * replicas, sig)
         restored = _latest_step(ckpt_dir)
         consumed = _lines(log)
         if sig == signal.SIGTERM:
             _assert_saved_and_exited_143(proc, out, err, ckpt_dir)
+        if sig != signal.SIGKILL:
             assert restored * replicas == start * replicas + len(consumed)  # saved where it stopped
         assert start <= restored <= start + len(consumed) // replicas
         history += consumed[: (restored - start) * replicas]  # what the restored state consumed
