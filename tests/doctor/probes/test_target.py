@@ -19,11 +19,11 @@ FAST = [
 ]
 
 
-def _heavy_model_and_fast_pipeline() -> tuple[keras.Model, tf.data.Dataset]:
-    """Batches from memory (nothing to wait for) into two wide layers: the model sets the
-    pace on any host."""
+def _heavy_model_and_fast_pipeline(batches: int = 400) -> tuple[keras.Model, tf.data.Dataset]:
+    """`batches` batches from memory (nothing to wait for) into two wide layers: the model
+    sets the pace on any host."""
     x = tf.random.stateless_normal([64, 256], seed=(1, 2))
-    ds = tf.data.Dataset.from_tensors((x, x[:, :1])).repeat(400).prefetch(4)
+    ds = tf.data.Dataset.from_tensors((x, x[:, :1])).repeat(batches).prefetch(4)
     inp = keras.Input((256,))
     h = keras.layers.Dense(1024, activation="relu")(keras.layers.Dense(1024, "relu")(inp))
     return keras.Model(inp, keras.layers.Dense(1)(h)), ds
@@ -61,7 +61,10 @@ def test_run_file_input_candidates_only_when_input_trials():
 
 
 def test_a_target_above_the_pipeline_judges_the_pipeline_alone():
-    model, ds = _heavy_model_and_fast_pipeline()
+    # 32 batches: a target of 1e9 examples/s is above any pipeline whatever its length (the
+    # probes repeat a finite one), and each rewrite's multiset check reads all of it (400
+    # batches: half this test's CPU).
+    model, ds = _heavy_model_and_fast_pipeline(batches=32)
     slow = ds.map(lambda x, y: (tf.math.sqrt(tf.abs(x)) + x, y))  # a sequential map
     _, report = tfperf.optimize(slow, model, overrides=FAST, budget_s=60, target=1e9)
     diag = report.diagnosis
