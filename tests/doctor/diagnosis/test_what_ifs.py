@@ -84,7 +84,9 @@ def test_the_doctor_times_the_step_under_xla_on_the_users_model():
 
 
 # doctor.steps=20: the compute limit's steps per call, the keyword handed back for model.fit.
-FIT_FAST = ["doctor.steps=20", "doctor.warmup=2", "doctor.repeats=3", "doctor.min_seconds=0.1"]
+# Repeats of at least 0.25 s: at 0.1 s one stalled pair beside two CPU hogs once took the
+# paired ratios' maximum above 1, and the finding was withheld as within the noise.
+FIT_FAST = ["doctor.steps=20", "doctor.warmup=2", "doctor.repeats=3", "doctor.min_seconds=0.25"]
 
 
 def test_a_fit_model_at_one_step_per_call_gets_steps_per_execution_measured():
