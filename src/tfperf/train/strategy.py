@@ -101,12 +101,16 @@ def _kind_from_tf_config() -> str | None:
     return None
 
 
+def _kind_without_tensorflow(requested: str) -> str | None:
+    """The strategy kind as far as it is known without TensorFlow: the one named, else
+    `auto`'s choice from TF_CONFIG; None when only the devices can tell."""
+    return requested if requested != "auto" else _kind_from_tf_config()
+
+
 def resolve_kind(requested: str) -> str:
     """`auto`: TF_CONFIG with ps -> parameter_server, several workers -> multi_worker,
     several GPUs -> mirrored, else one_device."""
-    if requested != "auto":
-        return requested
-    kind = _kind_from_tf_config()
+    kind = _kind_without_tensorflow(requested)
     if kind:
         return kind
     import tensorflow as tf
@@ -240,7 +244,7 @@ def check_shared_job(cfg: RunConfig) -> None:
     """A cluster run whose input tasks would not share one tf.data service job is refused
     here, before TensorFlow's import and the bind re-exec (seconds a refusal need not cost);
     make_strategy checks again for the library's callers."""
-    kind = cfg.train.strategy if cfg.train.strategy != "auto" else _kind_from_tf_config()
+    kind = _kind_without_tensorflow(cfg.train.strategy)
     if kind in ("multi_worker", "parameter_server"):
         _check_shared_job(cfg, kind)
 
