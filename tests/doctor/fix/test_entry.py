@@ -30,7 +30,9 @@ def test_fix_any_dataset_keeps_the_multiset(tmp_path):
         }
     )
     diag = diagnose(cfg)
-    assert diag.findings[0].code == "per_example_map"
+    # Found, not necessarily first: its missing prefetch is a flaw too, ranked by timing
+    # (tests/doctor/test_user_pipelines.py is where the first finding is asserted).
+    assert "per_example_map" in [f.code for f in diag.findings]
     result = fix_pipeline(cfg, diag, out=tmp_path / "run.optimized.yaml")
     original = make_input_dataset(cfg, training=True)
     assert same_examples(original, result.dataset)

@@ -56,6 +56,9 @@ CASES = [
         "vector_model",
         "per_example_parse",
         "parse_single_example per record before batch; batch first, one parse_example",
+        # Its map is sequential too, and the twin also parses in parallel: named first when
+        # the parallel what-if gains more than the vectorized one (twice beside two CPU hogs).
+        also_right=("sequential_map",),
     ),
     Case(
         "no_interleave",
@@ -105,8 +108,9 @@ CASES = [
         "image at a time",
         # Caching the scaled images removes the same per-example map from every epoch; with
         # both gains close, which ranks first follows the timing (no_cache first in 2 of 2
-        # full-suite runs beside the other pytest worker, per_example_map first alone).
-        also_right=("no_cache",),
+        # full-suite runs beside the other pytest worker, per_example_map first alone). Its
+        # map is sequential too, and the twin also runs it in parallel: as right.
+        also_right=("no_cache", "sequential_map"),
     ),
     Case(
         "from_generator",
