@@ -23,6 +23,21 @@ from tfperf.measure import (
 from tfperf.measure.probes import TooSlow
 
 
+def test_probes_of_one_element_spec_share_one_trace_of_the_pulling_loop():
+    from tfperf.measure.probes import _consumer
+
+    a = tf.data.Dataset.range(1000).batch(10)
+    b = a.map(lambda x: x * 3)  # another pipeline with a's element spec
+    c = a.map(lambda x: tf.cast(x, tf.float32))  # another spec
+    side_by_side([pipeline_probe("a", a, batches=2, warmup=1)], repeats=1)
+    before = _consumer().experimental_get_tracing_count()
+    probes = [pipeline_probe(n, d, batches=2, warmup=1) for n, d in (("a", a), ("b", b))]
+    side_by_side(probes, repeats=2)
+    assert _consumer().experimental_get_tracing_count() == before
+    side_by_side([pipeline_probe("c", c, batches=2, warmup=1)], repeats=1)
+    assert _consumer().experimental_get_tracing_count() == before + 1
+
+
 def test_pipeline_probe_counts_examples_of_timed_batches_only():
     ds = tf.data.Dataset.range(1000).batch(10)  # finite: the probe repeats it
     m = measure_one(pipeline_probe("p", ds, batches=7, warmup=3, chunk=7), repeats=2)

@@ -146,3 +146,29 @@ def test_the_result_says_its_speedup_only_when_the_check_was_faster():
     assert d["speedup"] == 1.5 and d["check"]["verdict"] == "faster"
     assert d["trials"][0]["name"] == "x" and d["written"] == ["run.yaml"]
     assert FixResult(1000.0, 1000.0, [], []).speedup == 1.0
+
+
+def test_trials_of_one_fix_share_one_train_step_per_model_and_batch_spec():
+    from tfperf.doctor.fix.trials import _target, shared_targets
+
+    from helpers.slow_pipelines import DIM
+
+    cfg = config_from_dict(
+        {
+            "data": {"pipeline": "helpers.slow_pipelines:fixable"},
+            "model": {"name": "helpers.slow_pipelines:tiny_model", "loss": "mse"},
+            "pipeline": {"batch_size": 8},
+        }
+    )
+    x = tf.random.stateless_uniform([64, DIM], seed=[1, 2])
+    ds = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8)
+    other = ds.map(lambda a, b: (a * 2.0, b))  # another pipeline, the same batches' spec
+    prefetch = config_from_dict({**cfg.model_dump(), "pipeline": {"batch_size": 8, "prefetch": 4}})
+    bf16 = config_from_dict({**cfg.model_dump(), "train": {"precision": "mixed_bfloat16"}})
+    with shared_targets():
+        first = _target(cfg, ds, 8)
+        assert _target(cfg, other, 8) is first
+        assert _target(prefetch, other, 8) is first  # a pipeline.* change keeps the model
+        assert _target(bf16, ds, 8) is not first  # another precision is another step
+        assert _target(cfg, ds.unbatch().batch(8, drop_remainder=True), 8) is not first
+    assert _target(cfg, ds, 8) is not first  # outside a fix, built afresh

@@ -20,6 +20,7 @@ from tfperf.doctor.fix.trials import (
     Tick,
     final_check,
     run_trial,
+    shared_targets,
     trial_probe,
     try_changes,
 )
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 
+@shared_targets()  # one train step per model for all the trials
 def fix_dataset(
     cfg: RunConfig,
     diag: Diagnosis,

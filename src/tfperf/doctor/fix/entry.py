@@ -27,6 +27,7 @@ from tfperf.doctor.fix.trials import (
     Outcome,
     Tick,
     final_check,
+    shared_targets,
     trial_probe,
     try_changes,
 )
@@ -36,6 +37,7 @@ from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import Probe
 
 
+@shared_targets()  # one train step per model for all the trials
 def fix_pipeline(
     cfg: RunConfig,
     diag: Diagnosis,

@@ -7,7 +7,9 @@ entry.py; any dataset's, dataset.py) run their candidates through here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,6 +18,7 @@ from tfperf.config import DoctorConfig, RunConfig
 from tfperf.doctor.fix.runfile import apply_changes, describe_changes
 from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
 from tfperf.doctor.probes.target import (
+    StepTarget,
     build_target,
     dataset_probe,
     fixed_steps_per_call,
@@ -101,9 +104,50 @@ class FixResult:
 
 
 # ---- timing a candidate against the current pipeline -------------------------------------
+# The train steps built for the --fix in progress, by what they depend on: every trial
+# times two pipelines on the same model, and a target per probe traced the same step again
+# each time (~0.15 s of CPU for a tiny model, seconds for a large one).
+_TARGETS: ContextVar[dict[tuple[str, ...], StepTarget] | None] = ContextVar(
+    "tfperf_fix_targets", default=None
+)
+
+
+@contextmanager
+def shared_targets() -> Iterator[None]:
+    """Within it, trial_probe builds one target per model and batch spec (the outermost
+    call owns the cache; a nested one shares it)."""
+    if _TARGETS.get() is not None:
+        yield
+        return
+    token = _TARGETS.set({})
+    try:
+        yield
+    finally:
+        _TARGETS.reset(token)
+
+
+def _target(cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> StepTarget:
+    """The target for training `cfg`'s model on `ds`: built once per model, train settings
+    and batch spec within shared_targets (a run-file trial's pipeline.* changes leave the
+    model as it is), else built afresh."""
+    cache = _TARGETS.get()
+    key = (
+        cfg.model_dump_json(exclude={"pipeline", "doctor", "source"}),
+        str(cfg.pipeline.batch_size),
+        repr(ds.element_spec),
+        str(batch),
+    )
+    if cache is not None and key in cache:
+        return cache[key]
+    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
+    if cache is not None:
+        cache[key] = target
+    return target
+
+
 def trial_probe(name: str, cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> Probe:
     """Training on `ds` with `cfg`'s model, precision and XLA setting, at the run's own
-    steps per call when it fixes them (else doctor.steps): a fresh target per variant."""
+    steps per call when it fixes them (else doctor.steps)."""
     ds = repeat_if_finite(ds)
     clock = FIX_CLOCK.get()
     limit = clock.limit if clock else None
@@ -111,7 +155,7 @@ def trial_probe(name: str, cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> P
         # The accelerator the target stands for will not share this host's cores: what
         # counts is the pipeline's own rate.
         return dataset_probe(name, ds, cfg.doctor, time_limit=limit)
-    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
+    target = _target(cfg, ds, batch)
     return train_probe(name, target, ds, cfg.doctor, limit, fixed_steps_per_call(cfg))
 
 
