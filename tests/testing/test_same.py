@@ -52,6 +52,21 @@ def test_batched_and_unbatched_twins_match_from_their_specs():
         assert_same_examples(one, other, batched=False)
 
 
+def test_random_values_and_one_shot_iterators_still_show_what_differs():
+    ds = tf.data.Dataset.range(6).map(lambda i: {"id": i})
+    noisy = ds.map(lambda e: {"id": e["id"] + tf.random.uniform([], 1, 10**6, tf.int64)})
+    with pytest.raises(AssertionError) as err:
+        assert_same_examples(ds, noisy)
+    msg = str(err.value)
+    # A dataset is rendered in a second pass, where its random examples are new ones.
+    assert "Only in ds_a (3 of 6 shown):\n  {id: 0}\n  {id: 1}\n  {id: 2}" in msg
+    assert "Only in ds_b (3 of 6 shown):\n  <not yielded again by a second pass" in msg
+    # An iterator is read once: its examples are rendered as they come.
+    with pytest.raises(AssertionError) as err:
+        assert_same_examples(iter(ds), iter(ds.skip(1)))
+    assert "Only in ds_a (1 of 1 shown):\n  {id: 0}" in str(err.value)
+
+
 def test_a_dataset_that_repeats_forever_needs_a_limit():
     ds = tf.data.Dataset.range(5).repeat()
     with pytest.raises(UserError, match="ds_b repeats forever.*limit=N"):

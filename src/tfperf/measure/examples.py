@@ -7,6 +7,7 @@ when this check passes; `tfperf.testing.assert_same_examples` shows its differen
 from __future__ import annotations
 
 import collections
+import collections.abc
 import hashlib
 import time
 from dataclasses import dataclass
@@ -235,18 +236,55 @@ def compare_examples(
     applies to both; None infers it (`batched_pair`, then per element). `deadline`: see
     `collect_examples`."""
     ba, bb = (batched, batched) if batched is not None else batched_pair(a, b)
-    ea = collect_examples(a, limit=limit, batched=ba, readable=show > 0, deadline=deadline)
-    eb = collect_examples(b, limit=limit, batched=bb, readable=show > 0, deadline=deadline)
+    # Rendering is most of a pass's CPU: a dataset, which can be read again, is rendered
+    # only where the passes differ, in a second pass; a one-shot iterator as it goes.
+    ea = collect_examples(
+        a, limit=limit, batched=ba, readable=show > 0 and _once(a), deadline=deadline
+    )
+    eb = collect_examples(
+        b, limit=limit, batched=bb, readable=show > 0 and _once(b), deadline=deadline
+    )
     extra_a, extra_b = ea.counts - eb.counts, eb.counts - ea.counts
+    only_a, only_b = list(extra_a.items())[:show], list(extra_b.items())[:show]
+    shown_a = ea.shown or _rendered(a, [k for k, _ in only_a], limit, ba)
+    shown_b = eb.shown or _rendered(b, [k for k, _ in only_b], limit, bb)
     return ExampleDiff(
         ea.total,
         eb.total,
         sum(extra_a.values()),
         sum(extra_b.values()),
-        tuple((ea.shown[k], c) for k, c in list(extra_a.items())[:show]),
-        tuple((eb.shown[k], c) for k, c in list(extra_b.items())[:show]),
+        tuple((shown_a.get(k, NOT_SEEN_AGAIN), c) for k, c in only_a),
+        tuple((shown_b.get(k, NOT_SEEN_AGAIN), c) for k, c in only_b),
         ea.truncated or eb.truncated,
     )
+
+
+# What a shown example reads when a second pass did not yield it again.
+NOT_SEEN_AGAIN = "<not yielded again by a second pass: its values are random>"
+
+
+def _once(ds: Any) -> bool:
+    """Whether `ds` can be read only once (an iterator, not a dataset or list)."""
+    return isinstance(ds, collections.abc.Iterator)
+
+
+def _rendered(
+    ds: tf.data.Dataset, keys: list[bytes], limit: int | None, batched: bool | None
+) -> dict[bytes, str]:
+    """The readable form of the examples of `ds` with these keys, from another pass (it stops
+    once all are found, or at `limit`)."""
+    want, out, n = set(keys), dict[bytes, str](), 0
+    if not want:
+        return out
+    for element in ds:
+        for row in element_rows(element, batched):
+            key = row_key(row)
+            if key in want and key not in out:
+                out[key] = render(row)
+            n += 1
+        if len(out) == len(want) or (limit is not None and n >= limit):
+            break
+    return out
 
 
 def same_examples(
