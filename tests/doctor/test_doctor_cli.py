@@ -37,8 +37,9 @@ def test_compute_bound_run_gets_no_input_advice(tmp_path, cli):
     # Batches of 1,024: steps long enough that a prefetch starved on a loaded host does not
     # read as input wait (at 256, one run in six beside two CPU hogs measured 24%).
     path = write_run(tmp_path, "wide_clean", "big_model", batch=1024)
-    # Only the batch what-if: the one this test reads (other precisions are slow on a CPU).
-    res = cli("doctor", path, "--json", "--set", "doctor.what_ifs=[batch]")
+    # No what-if: a 4x batch of this model was most of the run's CPU, and the batch what-if
+    # is read by diagnosis/test_diagnose.py's small_batch case.
+    res = cli("doctor", path, "--json", "--set", "doctor.what_ifs=[]")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     diag = data["diagnosis"]
@@ -47,8 +48,6 @@ def test_compute_bound_run_gets_no_input_advice(tmp_path, cli):
     assert [f for f in diag["findings"] if f["kind"] == "input"] == []
     assert diag["model"] == "big"
     assert diag["compute_limit"]["examples_per_s"] > 0
-    # the compute-side what-if was measured (a 4x batch)
-    assert "training at batch=4096" in diag["variants"]
     assert data["fix"] is None
 
 
