@@ -130,6 +130,14 @@ def py_function(training, batch_size):
     return ds.repeat().batch(batch_size)
 
 
+CALLS = []
+
+
+def counted(training, batch_size):
+    CALLS.append(batch_size)
+    return _pairs().repeat().batch(batch_size)
+
+
 def from_generator(training, batch_size):
     def rows():
         for x, y in zip(X, Y):
@@ -159,6 +167,16 @@ def _runfile(tmp_path, kind: str, **train_section) -> str:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
+
+
+def test_one_device_training_builds_the_users_pipeline_once(tmp_path):
+    import sys
+
+    rf = _runfile(tmp_path, "counted")
+    result = train(load_config(rf), max_steps=2, progress=False)
+    assert result.steps == 2
+    # Its spec, the model's check and the training input: one pipeline (it was two).
+    assert sys.modules[load_config(rf).data.pipeline.split(":")[0]].CALLS == [8]
 
 
 @pytest.mark.parametrize("kind", ["numpy_function", "py_function", "from_generator"])

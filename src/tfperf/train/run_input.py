@@ -96,12 +96,17 @@ def first_batch(cfg: RunConfig) -> Callable[[], Any]:
     return sample
 
 
-def element_spec(cfg: RunConfig) -> Any:
-    """The batch structure, from a pipeline built (never iterated) in this process."""
+def built_input(cfg: RunConfig) -> tf.data.Dataset:
+    """The training dataset as one replica gets it, built (never iterated) in this process."""
     # TensorFlow is imported on first use so that `tfperf --help` stays fast.
     import tensorflow as tf
 
-    return dataset_fn(cfg)(tf.distribute.InputContext()).element_spec
+    return dataset_fn(cfg)(tf.distribute.InputContext())
+
+
+def element_spec(cfg: RunConfig) -> Any:
+    """The batch structure, from a pipeline built (never iterated) in this process."""
+    return built_input(cfg).element_spec
 
 
 def mean_record_bytes(cfg: RunConfig) -> int:
@@ -200,9 +205,17 @@ def epoch_counter(cfg: RunConfig, info: StrategyInfo) -> EpochCounter | None:
 
 
 def training_input(
-    cfg: RunConfig, info: StrategyInfo, progress: bool, counter: EpochCounter | None = None
+    cfg: RunConfig,
+    info: StrategyInfo,
+    progress: bool,
+    counter: EpochCounter | None = None,
+    built: tf.data.Dataset | None = None,
 ) -> tuple[Any, Any]:
-    """(the distributed iterator, what of it a checkpoint can save or None)."""
+    """(the distributed iterator, what of it a checkpoint can save or None). `built`: the
+    dataset `built_input(cfg)` already made, read as it is under the default strategy (one
+    device, no distribution: the strategy would call dataset_fn once, the same way)."""
+    import tensorflow as tf
+
     svc = cfg.pipeline.service
     if svc.on:  # said once (with the service on, this runs once), also under --json
         _say(
@@ -210,7 +223,10 @@ def training_input(
             f"{SERVICE_RESUME}"
         )
     wanted = cfg.train.checkpoint_input
-    iterator = iter(distribute_input(info, dataset_fn(cfg, counter), checkpointable=wanted))
+    fn = dataset_fn(cfg, counter)
+    if built is not None and counter is None and info.strategy is tf.distribute.get_strategy():
+        fn = lambda _context: built  # noqa: E731 - its pipeline is built once, not twice
+    iterator = iter(distribute_input(info, fn, checkpointable=wanted))
     # Under multi_worker and parameter_server TF cannot save the input position
     # (tensorflow#56372): a resumed run restarts its input there.
     saved = checkpointable_iterator(iterator) if wanted else None

@@ -40,9 +40,9 @@ from tfperf.train.precision import (
 )
 from tfperf.train.run_hooks import NanCheck, ProgressHook
 from tfperf.train.run_input import (
-    element_spec,
+    built_input,
     epoch_counter,
-    first_batch,
+    first_of,
     input_seeded_by_step,
     training_input,
 )
@@ -220,9 +220,10 @@ def prepare(
         hold_out_dir(held, cfg, dirs)
         for p in remove_stale(dirs.out_dir, dirs.checkpoint_dir, holding=True):
             say(True, f"removed {p}, left by a process killed while writing it")
-    spec = element_spec(cfg)
+    built = built_input(cfg)  # its spec now; read by training below when nothing changes it
+    spec = built.element_spec
     # One real batch, pulled at most once, for the batch size and every model check below.
-    sample = first_batch(cfg)
+    sample = first_of(built)
     global_batch = per_replica_batch(cfg, spec, sample) * info.replicas
     target, target_reason = _plan(cfg, max_steps, global_batch)
     choice = pick_precision(cfg, info, spec, target, sample)
@@ -255,7 +256,9 @@ def prepare(
     counter = epoch_counter(cfg, info) if cfg.pipeline.service.on else None
     # Without checkpoint_input the input is built after the restore: its seed follows the step.
     iterator, saved_input = (
-        training_input(cfg, info, progress, counter) if cfg.train.checkpoint_input else (None, None)
+        training_input(cfg, info, progress, counter, built)
+        if cfg.train.checkpoint_input
+        else (None, None)
     )
     ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
     if own:
