@@ -129,11 +129,6 @@ def per_example_map_deterministic(batch_size: int = 32):
     return ds.batch(batch_size).prefetch(AUTO).with_options(_nd())
 
 
-def sequential_map(batch_size: int = 32):
-    ds = _slices().batch(batch_size).map(lambda x, y: (augment_batch(x), y))
-    return ds.prefetch(AUTO).with_options(_nd())
-
-
 def no_prefetch(batch_size: int = 32):
     ds = _slices().batch(batch_size)
     return ds.map(
@@ -156,17 +151,6 @@ def no_cache(batch_size: int = 32):
 
 def float64(batch_size: int = 32):
     return _slices("float64").batch(batch_size).prefetch(AUTO).with_options(_nd())
-
-
-def no_interleave(config, batch_size: int = 32):
-    ds = tf.data.TFRecordDataset(_files(config)).batch(batch_size)
-
-    def parse(s):
-        e = tf.io.parse_example(s, SPEC)
-        return e["x"], e["y"]
-
-    ds = ds.map(parse, num_parallel_calls=AUTO, deterministic=False)
-    return ds.prefetch(AUTO).with_options(_nd())
 
 
 def deterministic(batch_size: int = 32):
