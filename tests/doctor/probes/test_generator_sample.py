@@ -12,7 +12,13 @@ import tensorflow as tf
 import tfperf
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.generator_sample import SAMPLE, sample_generator, with_generator_sample
+from tfperf.doctor.probes.generator_sample import (
+    LEAST,
+    SAMPLE,
+    sample_generator,
+    sample_size,
+    with_generator_sample,
+)
 
 X = np.random.default_rng(0).random((3_000, 32), dtype=np.float32)
 Y = np.arange(3_000, dtype=np.float32).reshape(-1, 1)
@@ -59,6 +65,12 @@ def test_generator_finding_gives_a_runnable_convert_call_and_a_measured_gain(tmp
     )
     labels = np.concatenate([y.numpy().ravel() for _, y in read])
     assert sorted(labels.tolist()) == Y.ravel().tolist()
+
+
+def test_a_doctor_of_short_measurements_samples_less():
+    assert sample_size(30, 64) == SAMPLE  # the default doctor
+    assert sample_size(4, 32) == LEAST < SAMPLE  # e.g. budget_s of a few seconds
+    assert sample_size(10, 64) == 1280 and sample_size(1000, 512) == SAMPLE
 
 
 def test_pipelines_without_a_generator_are_left_alone(tmp_path):

@@ -41,7 +41,7 @@ from tfperf.doctor.probes.bounded import (
     ram_budget_bytes,
 )
 from tfperf.doctor.probes.budget import DOCTOR_SECONDS, Budget
-from tfperf.doctor.probes.generator_sample import with_generator_sample
+from tfperf.doctor.probes.generator_sample import sample_size, with_generator_sample
 from tfperf.doctor.probes.target import (
     StepTarget,
     build_target,
@@ -284,7 +284,7 @@ def diagnose(
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
     # A generator's finding gets the API call that replaces it and its gain on a sample.
-    findings = with_generator_sample(findings, graph)
+    findings = with_generator_sample(findings, graph, sample_size(d.steps, batch))
     costly = [(s.us_per_example, s.label) for s in stages if s.us_per_example is not None]
     slowest = max(costly, key=lambda c: c[0])[1] if costly else None
     source = cfg.data.pipeline or (cfg.workload and f"workload {cfg.workload}")

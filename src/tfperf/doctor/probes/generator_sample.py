@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 SAMPLE = 2_000  # elements written and read back: a few seconds on 2 cores
 SAMPLE_BATCH = 64
+LEAST = 4 * SAMPLE_BATCH  # the smallest sample: two timed batches per repeat
 SHARDS_NAME = "generated"
 
 
@@ -63,6 +64,13 @@ class GeneratorSample:
             f"{self.generator:,.0f} ex/s, the same elements read back through tfperf's "
             f"pipeline {self.shards:,.0f} ex/s ({self.gain:.1f}x)"
         )
+
+
+def sample_size(steps: int, batch: int) -> int:
+    """Elements to sample for a doctor that times `steps` batches of `batch` per repeat:
+    twice that, from LEAST to SAMPLE (the default doctor, 30 steps of 64, samples SAMPLE; a
+    doctor asked for short measurements samples less)."""
+    return max(LEAST, min(SAMPLE, 2 * steps * batch))
 
 
 def generator_stage(graph: lint.DatasetGraph) -> lint.GraphStage | None:
@@ -122,16 +130,19 @@ def sample_generator(
     return GeneratorSample(len(rows), names, rate["generator"], rate["shards"], str(folder))
 
 
-def with_generator_sample(findings: list[Finding], graph: lint.DatasetGraph) -> list[Finding]:
+def with_generator_sample(
+    findings: list[Finding], graph: lint.DatasetGraph, n: int = SAMPLE
+) -> list[Finding]:
     """The from_generator finding given the concrete change and the gain measured on a
-    sample (in a temporary folder, removed after); the others as they are. A sample that
-    cannot be taken leaves the finding as the rule worded it, with the reason."""
+    sample of `n` elements (in a temporary folder, removed after); the others as they are.
+    A sample that cannot be taken leaves the finding as the rule worded it, with the
+    reason."""
     for f in findings:
         if f.code != "from_generator":
             continue
         try:
             with tempfile.TemporaryDirectory(prefix="tfperf-generator-") as tmp:
-                sample = sample_generator(graph, Path(tmp) / "shards")
+                sample = sample_generator(graph, Path(tmp) / "shards", n)
         except Exception as exc:  # noqa: BLE001 - the finding stands without its sample
             f.evidence += f"; no sample written ({type(exc).__name__}: {str(exc)[:160]})"
             continue
