@@ -154,10 +154,11 @@ def collect_examples(
     *,
     limit: int | None = MAX_COMPARE,
     batched: bool | None = None,
-    readable: bool = False,
+    readable: bool | collections.abc.Container[bytes] = False,
     deadline: float | None = None,
 ) -> Examples:
     """One pass over `ds` (stopping after the element that reaches `limit` examples).
+    `readable`: True renders each distinct example, a container of keys only those.
     `deadline` (a time.monotonic() time): ExamplesOutOfTime once it is past."""
     counts: collections.Counter[bytes] = collections.Counter()
     shown: dict[bytes, str] = {}
@@ -168,7 +169,7 @@ def collect_examples(
         for row in element_rows(element, batched):
             key = row_key(row)
             counts[key] += 1
-            if readable and key not in shown:
+            if (readable is True or (readable and key in readable)) and key not in shown:
                 shown[key] = render(row)
             n += 1
         if limit is not None and n >= limit:
@@ -271,20 +272,11 @@ def _once(ds: Any) -> bool:
 def _rendered(
     ds: tf.data.Dataset, keys: list[bytes], limit: int | None, batched: bool | None
 ) -> dict[bytes, str]:
-    """The readable form of the examples of `ds` with these keys, from another pass (it stops
-    once all are found, or at `limit`)."""
-    want, out, n = set(keys), dict[bytes, str](), 0
-    if not want:
-        return out
-    for element in ds:
-        for row in element_rows(element, batched):
-            key = row_key(row)
-            if key in want and key not in out:
-                out[key] = render(row)
-            n += 1
-        if len(out) == len(want) or (limit is not None and n >= limit):
-            break
-    return out
+    """The readable form of the examples of `ds` with these keys, from another pass (none
+    when there are no keys)."""
+    if not keys:
+        return {}
+    return collect_examples(ds, limit=limit, batched=batched, readable=set(keys)).shown
 
 
 def same_examples(
