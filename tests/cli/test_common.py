@@ -50,12 +50,14 @@ def startup_lines() -> list[str]:
 
 
 # The `tfperf` script's command (main's app) in a fresh interpreter, then a line written to
-# stderr after it: the filtered import must give file descriptor 2 back.
+# stderr after it (the filtered import must give file descriptor 2 back) and the garbage
+# collector's state.
 QUIET = """
-import sys
+import gc, sys
 from tfperf.cli.main import app
 app(sys.argv[1:], standalone_mode=False)
 print("after the command", file=sys.stderr)
+print("gc", gc.isenabled(), gc.get_freeze_count(), file=sys.stderr)
 """
 
 
@@ -75,6 +77,10 @@ def test_startup_lines_only_with_verbose(tmp_path):
     assert quiet.returncode == 0, quiet.stderr
     assert not NOISE.search(quiet.stderr), quiet.stderr
     assert "after the command" in quiet.stderr
+    # TensorFlow was imported without the collector's passes: collection is back on, and
+    # what the import made is frozen (a few hundred thousand objects; a bare CLI, ~50,000).
+    enabled, frozen = quiet.stderr.split("gc ", 1)[1].split()[:2]
+    assert enabled == "True" and int(frozen) > 150_000, quiet.stderr
     loud = subprocess.run(
         [TFPERF, "--verbose", "inspect", str(data)], env=user_env(), capture_output=True, text=True
     )

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tfperf.errors import UserError
+from tfperf.util.startup import without_gc_passes
 
 console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,7 +128,8 @@ def tensorflow_startup_filtered() -> Iterator[None]:
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Imports tensorflow, the first time anything does, inside tensorflow_startup_filtered."""
+    """Imports tensorflow, the first time anything does, inside tensorflow_startup_filtered
+    (a no-op under --verbose) and without the garbage collector's passes."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "tensorflow":
@@ -148,7 +150,7 @@ class _FilteredLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         module.__spec__.loader = module.__loader__ = self._loader  # the real one from now on
-        with tensorflow_startup_filtered():
+        with tensorflow_startup_filtered(), without_gc_passes():
             self._loader.exec_module(module)
 
 
@@ -158,13 +160,11 @@ def quiet_tensorflow(verbose: bool = False) -> None:
     `verbose` shows them all. Must run before tensorflow is imported."""
     global _verbose
     _verbose = verbose
-    hooks = [f for f in sys.meta_path if isinstance(f, _QuietTensorFlowImport)]
     if verbose:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-        for hook in hooks:
-            sys.meta_path.remove(hook)
-        return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    else:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    hooks = [f for f in sys.meta_path if isinstance(f, _QuietTensorFlowImport)]
     if "tensorflow" not in sys.modules and not hooks:
         sys.meta_path.insert(0, _QuietTensorFlowImport())
 

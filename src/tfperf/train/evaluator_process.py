@@ -26,6 +26,7 @@ from tfperf.hooks import Hook, RunState
 from tfperf.train.checkpoints.folder import run_dirs
 from tfperf.train.checkpoints.save import CheckpointHook
 from tfperf.train.eval_outputs import last_record
+from tfperf.util.startup import without_gc_passes
 
 MODULE = "tfperf.train.evaluator_process"  # what the child runs (`python -m MODULE`)
 # Seconds the trainer waits, after a normal end, for the evaluator to finish the last
@@ -170,8 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the CPU only: never compete with training
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # The watcher (and TensorFlow with it) is imported after the GPUs are hidden.
-    from tfperf.train.evaluator import console
-    from tfperf.train.watch import watch
+    with without_gc_passes():
+        from tfperf.train.evaluator import console
+        from tfperf.train.watch import watch
 
     try:
         cfg = load_config(args.runfile, args.overrides)
