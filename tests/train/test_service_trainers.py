@@ -4,7 +4,9 @@ data-service local`, the session's) in distributed_epoch with one job_name. Both
 sane loss, and the ids each trained on (logged per step by the with_ids model) split every
 epoch between them: each example once per epoch across the two, none left out (the local
 input-context sharding would have left half of the files unread on top of the service's
-split)."""
+split). Under parameter_server, a coordinator and `tfperf cluster-server` ps and worker
+processes read one job: each example about once per epoch, every server of the cluster
+listening on 127.0.0.1 only and saying on stdout where it serves."""
 
 from __future__ import annotations
 
@@ -172,7 +174,9 @@ def test_two_multi_worker_trainers_split_each_epoch_of_one_job(tmp_path, address
 def test_parameter_server_workers_split_one_job(tmp_path, address):
     """A coordinator, a ps and 2 worker tasks (`tfperf cluster-server`): each worker task
     builds its dataset inside a function (the coordinator's per-worker dataset), both on
-    one job of the service."""
+    one job of the service. Every TensorFlow server of the cluster listens on 127.0.0.1
+    only, as the cluster file names it (read from the OS while they run), and each server
+    says on stdout where it serves."""
     epochs = 4
     steps = epochs * N // BATCH  # each step: one batch on one of the worker tasks
     log = tmp_path / "ids.txt"
@@ -188,36 +192,54 @@ def test_parameter_server_workers_split_one_job(tmp_path, address):
     args = ["--set", "train.strategy=parameter_server", "--set", f"train.cluster={cfile}"]
     cmd = [sys.executable, "-m", "tfperf.cli.main", "train", str(rf), "--no-progress"]
 
-    def train(*more: str) -> subprocess.CompletedProcess:
+    def train(*more: str) -> subprocess.Popen:
         env = _env(IDS_LOG=str(log))
-        run = [*cmd, "--json", *args, *more]
-        return subprocess.run(run, env=env, capture_output=True, text=True, timeout=400)
+        return subprocess.Popen(
+            [*cmd, "--json", *args, *more],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "tfperf.cli.main", "cluster-server", "--job", job]
             + ["--index", str(i), "--cluster", str(cfile)],
             env=_env(),
+            stdout=subprocess.PIPE,
             stderr=(tmp_path / f"{job}-{i}.txt").open("w"),
+            text=True,
         )
         for job, i in jobs
     ]
+    ports = [int(cluster[job][i].rsplit(":", 1)[1]) for job, i in (("chief", 0), *jobs)]
+    unnamed = proc = None
     try:
         # Without a job_name each worker task would read all the data (parameter_server
         # gives each its own input context, 1 of 1): refused before connecting.
         unnamed = train("--set", "pipeline.service.job_name=null")
+        unnamed_err = unnamed.communicate(timeout=400)[1]
         proc = train()
+        seen = trainkit.listening_while_running(list(zip([proc, *servers], ports, strict=True)))
+        out_text, err = proc.communicate(timeout=400)
     finally:
-        for s in servers:  # only the processes started here, by their own handles
-            s.kill()
-            s.wait(timeout=60)
-    assert unnamed.returncode == 2 and "Traceback" not in unnamed.stderr, unnamed.stderr[-3000:]
-    said = " ".join(unnamed.stderr.split())
-    assert "2 parameter_server worker tasks" in said and "set pipeline.service.job_name" in said
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout)
+        for p in [*servers, unnamed, proc]:
+            if p is not None and p.poll() is None:  # only the processes started here
+                p.kill()
+        said = [s.communicate(timeout=60)[0] for s in servers]
+    assert unnamed.returncode == 2 and "Traceback" not in unnamed_err, unnamed_err[-3000:]
+    said_unnamed = " ".join(unnamed_err.split())
+    assert "2 parameter_server worker tasks" in said_unnamed
+    assert "set pipeline.service.job_name" in said_unnamed
+    assert proc.returncode == 0, err[-4000:]
+    assert seen == {p: [f"127.0.0.1:{p}"] for p in ports}  # the coordinator's and the tasks'
+    for (job, i), server_said in zip(jobs, said, strict=True):
+        assert server_said.startswith(f"{job} {i} serving at {cluster[job][i]} ("), server_said
+    out = json.loads(out_text)
     assert out["strategy"] == "parameter_server" and out["steps"] == steps
     assert math.isfinite(out["final_loss"]) and out["final_loss"] < 0.5, out
+    assert (tmp_path / "run" / "checkpoints" / f"ckpt-{steps}.index").exists()
     # The ids of every step (the zeros of the model's first call on zeros left out): each
     # example about once per epoch. Both tasks read ahead of their steps, so the last
     # epochs are cut anywhere: within one of `epochs`, never half of them unread.

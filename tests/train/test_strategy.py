@@ -1,8 +1,8 @@
 """tf.distribute for real, on 127.0.0.1: mirrored on 2 logical CPUs reaches the same loss
-as one device with the same global batch; 2 multi_worker processes agree on the loss;
-parameter_server trains through a ClusterCoordinator with `tfperf cluster-server` ps and
-worker processes, each saying on stdout where it serves. Every TensorFlow server of these
-listens on 127.0.0.1 only, as the cluster names it (read from the OS while they run). Plus
+as one device with the same global batch; 2 multi_worker processes agree on the loss, their
+TensorFlow servers listening on 127.0.0.1 only, as the cluster names it (read from the OS
+while they run). parameter_server with `tfperf cluster-server` processes is trained in
+test_service_trainers.py, on a tf.data service job. Plus
 the cluster file's checks, `auto`'s choice, and which host a process's TensorFlow server
 listens on, read before TensorFlow starts: its TF_CONFIG task's under multi_worker, the
 chief's under parameter_server, none for one process; the library's callers bind with
@@ -12,7 +12,6 @@ point)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -121,45 +120,6 @@ def test_multi_worker_processes_reach_the_same_loss(tmp_path):
         "step"
     ] == 8
     assert not (tmp_path / "run" / "worker_scratch").exists()  # non-chief scratch cleaned
-
-
-@pytest.mark.slow  # ps, worker and coordinator processes
-def test_parameter_server_with_cluster_servers(tmp_path):
-    rf = _run(tmp_path, max_steps=12)
-    cluster = {job: [f"127.0.0.1:{trainkit.free_port()}"] for job in ("chief", "worker", "ps")}
-    cfile = tmp_path / "cluster.yaml"
-    cfile.write_text(yaml.safe_dump(cluster))
-    servers = [
-        _popen(["cluster-server", "--job", job, "--index", "0", "--cluster", str(cfile)])
-        for job in ("ps", "worker")
-    ]
-    try:
-        coord = _popen(
-            [
-                "train",
-                str(rf),
-                "--json",
-                "--set",
-                "train.strategy=parameter_server",
-                "--set",
-                f"train.cluster={cfile}",
-            ]
-        )
-        ports = [int(cluster[job][0].rsplit(":", 1)[1]) for job in ("chief", "ps", "worker")]
-        seen = trainkit.listening_while_running(list(zip([coord, *servers], ports, strict=True)))
-        out = _json(coord)
-    finally:
-        for s in servers:
-            s.kill()
-        said = [s.communicate()[0] for s in servers]
-    assert seen == {p: [f"127.0.0.1:{p}"] for p in ports}  # the coordinator's and the tasks'
-    # Each server says where it serves on stdout (its report; logs go to stderr), as
-    # tests/cli/test_stdout_reports.py's module says.
-    for job, out_text in zip(("ps", "worker"), said, strict=True):
-        assert out_text.startswith(f"{job} 0 serving at {cluster[job][0]} ("), out_text
-    assert out["strategy"] == "parameter_server" and out["steps"] == 12
-    assert math.isfinite(out["final_loss"]) and out["final_loss"] < 1.0
-    assert (tmp_path / "run" / "checkpoints" / "ckpt-12.index").exists()
 
 
 def test_cluster_file_errors_name_the_job(tmp_path):
