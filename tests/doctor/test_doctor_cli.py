@@ -1,11 +1,11 @@
-"""`tfperf doctor` from the command line: a compute-bound run gets no input advice, the table
-and --json, and clear errors for user mistakes. The doctor runs in this process (the `cli`
-fixture); a real process only where its exit code and help text are the point. What --fix
-writes is in test_doctor_fix_files.py."""
+"""`tfperf doctor` from the command line: the table, and clear errors for user mistakes (a
+compute-bound run's verdict is test_user_pipelines.py's compute_bound case; --json's keys
+are read in probes/test_budget.py and the run-folder tests). The doctor runs in this
+process (the `cli` fixture); a real process only where its exit code and help text are the
+point. What --fix writes is in test_doctor_fix_files.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -31,24 +31,6 @@ def write_run(tmp_path: Path, pipeline: str, model: str, batch: int = 32, extra:
         f"doctor: {FAST}\n{extra}"
     )
     return path
-
-
-def test_compute_bound_run_gets_no_input_advice(tmp_path, cli):
-    # Batches of 1,024: steps long enough that a prefetch starved on a loaded host does not
-    # read as input wait (at 256, one run in six beside two CPU hogs measured 24%).
-    path = write_run(tmp_path, "wide_clean", "big_model", batch=1024)
-    # No what-if: a 4x batch of this model was most of the run's CPU, and the batch what-if
-    # is read by diagnosis/test_diagnose.py's small_batch case.
-    res = cli("doctor", path, "--json", "--set", "doctor.what_ifs=[]")
-    assert res.exit_code == 0, res.output
-    data = json.loads(res.stdout)
-    diag = data["diagnosis"]
-    assert diag["verdict"] == "not input-bound", diag
-    assert diag["input_bound_fraction"] < 0.05
-    assert [f for f in diag["findings"] if f["kind"] == "input"] == []
-    assert diag["model"] == "big"
-    assert diag["compute_limit"]["examples_per_s"] > 0
-    assert data["fix"] is None
 
 
 def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli, monkeypatch):

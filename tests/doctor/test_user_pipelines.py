@@ -136,6 +136,7 @@ def test_doctor_names_the_flaw_first(case: cases.Case, data_root: Path, tmp_path
         # A compute-bound run: no input advice at all.
         assert first is None or first["kind"] == "compute", f"{case.name}: doctor says {said}"
         assert diag["verdict"] == "not input-bound", diag["verdict"]
+        assert diag["compute_limit"]["examples_per_s"] > 0
         return
     right = (case.expected, *case.also_right)
     assert first is not None and first["code"] in right, (

@@ -177,7 +177,7 @@ def clean(batch_size: int = 32):
 
 
 def wide_clean(batch_size: int = 128):
-    """In-memory batches of 256 features for the big model."""
+    """In-memory batches of WIDE features."""
     rng = np.random.default_rng(1)
     x = rng.normal(size=(batch_size * 2, WIDE)).astype("float32")
     y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
@@ -215,15 +215,6 @@ def medium_model():
     inputs = keras.Input((DIM,))
     h = keras.layers.Dense(64, activation="relu")(inputs)
     return keras.Model(inputs, keras.layers.Dense(1)(h), name="medium")
-
-
-def big_model():
-    import keras
-
-    inputs = keras.Input((WIDE,))
-    h = keras.layers.Dense(1024, activation="relu")(inputs)
-    h = keras.layers.Dense(1024, activation="relu")(h)
-    return keras.Model(inputs, keras.layers.Dense(1)(h), name="big")
 
 
 def poly(x: tf.Tensor) -> tf.Tensor:
