@@ -47,14 +47,13 @@ def test_verdict_thresholds():
 # ---- one slow pipeline per finding: the doctor names it first --------------------------------
 # Records read from files are counted (rewrites/cache.py): where they all fit the RAM
 # budget a cache of the parsed records comes first. The read-and-parse case models a dataset
-# larger than RAM, where it cannot. A sequential batched map and files read one at a time
-# are the user pipelines' cases (test_user_pipelines.py: sequential_heavy_map,
-# no_interleave); the per-example cases here are already parallel.
+# larger than RAM, where it cannot. A sequential batched map, files read one at a time, a
+# per-example map and a py_function are the user pipelines' cases (test_user_pipelines.py:
+# sequential_heavy_map, no_interleave, text_per_example, numpy_function); the per-example
+# parse here is already parallel.
 LARGER_THAN_RAM = {"pipeline": {"shuffle_ram_mb": 0.01}}
 CASES = [
-    ("py_function", "py_function", {}),
     ("per_example_parse", "per_example_parse", LARGER_THAN_RAM),
-    ("per_example_map", "per_example_map", {}),
     ("no_prefetch", "no_prefetch", {}),
     ("no_cache", "no_cache", {}),
     ("deterministic", "deterministic", {}),
