@@ -165,9 +165,6 @@ def test_own_server_address_is_the_task_address(tmp_path, monkeypatch):
 # The library path: make_strategy in a user's own process, with or without bind_own_server.
 LIBRARY = """
 import sys
-from tfperf.util.startup import without_gc_passes
-with without_gc_passes():  # the import's CPU only (util/startup.py)
-    import tensorflow
 from tfperf.config import load_config
 from tfperf.train.strategy import bind_own_server, make_strategy
 from tfperf.util.net import listening_addresses
