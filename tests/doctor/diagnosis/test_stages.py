@@ -11,15 +11,9 @@ import pytest
 import tensorflow as tf
 
 import tfperf
-from tfperf.config import DoctorConfig
-from tfperf.doctor.diagnosis.stages import (
-    cache_candidate,
-    stage_prefix,
-    stage_probes,
-    stage_timings,
-)
+from tfperf.doctor.diagnosis.stages import cache_candidate, stage_prefix, stage_timings
 from tfperf.doctor.graph import lint
-from tfperf.measure import Measurement, Probe, Run
+from tfperf.measure import Measurement, Run
 
 from helpers.doctorkit import BATCH, blocked_pipeline, padded_pipeline
 
@@ -45,23 +39,6 @@ def test_the_parse_before_padded_batch_is_timed_and_advised():
     assert parse.error is None and parse.examples_per_s, diag.stages
     advice = next(f for f in diag.findings if f.code == "per_example_parse")
     assert "tf.sparse.to_dense" in advice.change and "padded_batch" in advice.change
-    # The last prefix is the whole pipeline: its rate is the pipeline's, timed once.
-    assert diag.stages[-1].examples_per_s == diag.pipeline.examples_per_s.median
-
-
-def test_the_last_prefix_that_is_the_whole_pipeline_is_timed_by_the_pipelines_probe():
-    whole = Probe("pipeline", lambda: Run(1.0, 1, 8))
-    d = DoctorConfig()
-    graph = lint.read_graph(tf.data.Dataset.range(64).map(lambda x: x * 2).batch(8).prefetch(1))
-    probes = stage_probes(graph, 8, d, {}, whole=whole)
-    assert [st.label for st, _ in probes] == [st.label for st in graph.stages]
-    assert probes[-1][1] is whole and all(p is not whole for _, p in probes[:-1])
-    measured = {p.name: _measured(p.name, 1_000.0 * (i + 1)) for i, (_, p) in enumerate(probes)}
-    timings = stage_timings(probes, measured, {})
-    assert timings[-1].examples_per_s == pytest.approx(measured["pipeline"].examples_per_s.median)
-    # A take after the last stage timed: that prefix is not the whole pipeline.
-    taken = lint.read_graph(tf.data.Dataset.range(64).batch(8).take(4))
-    assert all(p is not whole for _, p in stage_probes(taken, 8, d, {}, whole=whole))
 
 
 def _measured(name: str, rate: float) -> Measurement:

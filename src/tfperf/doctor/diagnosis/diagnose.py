@@ -160,17 +160,15 @@ def _main_probes(
     count = 3 + int(nondeterministic) + (0 if served else len(graph.measurable()) + 2)
     limit = budget.per_probe(seconds, count, d.repeats)
     until = time.monotonic() + seconds  # this phase's deadline
-    whole = budget.watch(dataset_probe("pipeline", ds, d, time_limit=limit), required=True)
     # With pipeline.service the stages run on the workers: only the client's rate is timed.
-    # The last stage's prefix, when it is the whole pipeline, is the pipeline's probe.
-    per_stage = [] if served else stage_probes(graph, batch, d, errors, limit, whole=whole)
+    per_stage = [] if served else stage_probes(graph, batch, d, errors, limit)
     # The three rates every verdict needs run first in each round, whatever the time.
     probes = [
-        whole,
+        budget.watch(dataset_probe("pipeline", ds, d, time_limit=limit), required=True),
         budget.watch(compute_probe("compute limit", target, train_ds, d, limit), required=True),
         budget.watch(train_probe("training", target, train_ds, d, limit), required=True),
     ]
-    optional = [p for _, p in per_stage if p is not None and p is not whole]
+    optional = [p for _, p in per_stage if p is not None]
     optional += [] if served else rewrite_probes(graph, ds, d, errors, limit)
     if nondeterministic:
         nd = set_deterministic(graph, ds, False)

@@ -35,33 +35,21 @@ def stage_prefix(
     return ds, None if st.batched or unbatched else batch
 
 
-def is_whole(graph: lint.DatasetGraph, st: lint.GraphStage) -> bool:
-    """Whether the prefix cut after `st` is the whole pipeline, pulled as the pipeline is
-    (its last stage, yielding batches or the pipeline's own elements)."""
-    last = st.index == graph.stages[-1].index
-    return last and not graph.in_blocks(st) and (st.batched or graph.batch_size is None)
-
-
 def stage_probes(
     graph: lint.DatasetGraph,
     batch: int,
     d: DoctorConfig,
     errors: dict[str, Exception],
     limit: float | None = None,
-    whole: Probe | None = None,
 ) -> list[tuple[lint.GraphStage, Probe | None]]:
     """A probe per stage prefix worth timing (None when the prefix cannot be built);
-    `limit`: seconds per repeat. `whole`, the whole pipeline's probe, stands for the last
-    stage's prefix when that is the whole pipeline: the same dataset is not timed twice."""
+    `limit`: seconds per repeat."""
     out: list[tuple[lint.GraphStage, Probe | None]] = []
     measurable = graph.measurable()
     for i, st in enumerate(measurable):
         nxt = measurable[i + 1] if i + 1 < len(measurable) else None
         if nxt is not None and nxt.kind in ("flat_map", "interleave"):
             # Its elements are file names or generator seeds, not examples: nothing to time.
-            continue
-        if whole is not None and is_whole(graph, st):
-            out.append((st, whole))
             continue
         name = f"stage {st.label}"
         try:
@@ -80,8 +68,8 @@ def stage_timings(
     errors: dict[str, Exception],
 ) -> list[StageTiming]:
     out, prev = [], None
-    for st, probe in probes:
-        name = probe.name if probe is not None else f"stage {st.label}"
+    for st, _ in probes:
+        name = f"stage {st.label}"
         if name in errors:
             out.append(
                 StageTiming(st.index, st.label, st.kind, None, None, str(errors[name])[:200])
