@@ -67,8 +67,14 @@ def test_diagnose_a_dataset_and_model_without_a_run_file():
     diag = tfperf.diagnose(ds, sp.tiny_model(), overrides=overrides)
     assert len(diag.pipeline.runs) == 3, diag.pipeline
     assert diag.source == "tf.data.Dataset" and diag.batch_size == 32
-    assert diag.slowest_stage.startswith("map#1"), diag.stages
-    assert "per_example_map" in [f.code for f in diag.findings], diag.findings
+    assert [s.label.split()[0] for s in diag.stages] == ["source#0", "map#1", "batch#2"]
+    assert all(s.examples_per_s and s.examples_per_s > 0 for s in diag.stages), diag.stages
+    # The map, named from the graph. Which stage times as the slowest is not asserted here
+    # (diagnosis/test_diagnose.py's no_cache case is): beside two CPU hogs, two stalled
+    # repeats of the batch's prefix twice made the batch (~1,000 ex/s) look slower than the
+    # map's prefix (~2,300).
+    advice = next(f for f in diag.findings if f.code == "per_example_map")
+    assert advice.stage.startswith("map#1"), advice
 
 
 def test_diagnose_without_a_model_splits_the_label_and_judges_the_pipeline():
