@@ -12,7 +12,9 @@ This module never touches files.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -146,8 +148,8 @@ class Schema(BaseModel):
 
     @model_validator(mode="after")
     def _unique(self) -> Schema:
-        names = [f.name for f in self.features]
-        dup = {n for n in names if names.count(n) > 1}
+        counts = Counter(f.name for f in self.features)
+        dup = {n for n, k in counts.items() if k > 1}
         if dup:
             raise ValueError(f"feature names must be unique, found duplicates {sorted(dup)}")
         return self
@@ -158,13 +160,18 @@ class Schema(BaseModel):
 
     @property
     def names(self) -> list[str]:
-        return [f.name for f in self.features]
+        return list(self._by_name)
+
+    # Built once per schema (frozen): a wide table's lookups stay linear in its columns.
+    @cached_property
+    def _by_name(self) -> dict[str, Feature]:
+        return {f.name: f for f in self.features}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
 
     def __getitem__(self, name: str) -> Feature:
-        for f in self.features:
-            if f.name == name:
-                return f
-        raise KeyError(name)
+        return self._by_name[name]
 
     def same_records(self, other: Schema | None) -> bool:
         """Whether records of `other` read as this schema's: the same features, ignoring
@@ -200,10 +207,10 @@ class Schema(BaseModel):
     # ---- validation ------------------------------------------------------------------
     def validate_row(self, row: Mapping[str, Any], index: int | None = None) -> dict[str, Any]:
         """Checks one row and returns it normalised to numpy arrays / bytes."""
-        missing = [n for n in self.names if n not in row]
+        missing = [n for n in self._by_name if n not in row]
         if missing:
             raise RowError(index, missing[0], "a value", "no such key in the row")
-        extra = [k for k in row if k not in self.names]
+        extra = [k for k in row if k not in self._by_name]
         if extra:
             raise RowError(index, extra[0], "no such feature (not in the schema)", "a value")
         return {f.name: _check_value(f, row[f.name], index) for f in self.features}

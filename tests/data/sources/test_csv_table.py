@@ -187,3 +187,38 @@ def test_csv_bad_cell_stops_with_its_row(tmp_path, cli):
     ]  # noqa: E501
     assert [(x["row"], x["line"]) for x in lines] == [(2, 3), (3, 4)]  # counted from 1
     assert "empty cell" in lines[1]["error"] and "oops" in lines[0]["repr"]
+
+
+def test_a_wide_csv_converts_every_cell_of_every_column(tmp_path):
+    # 3,000 columns of three types: a lookup by name that scans the columns made this
+    # quadratic (10,000 columns took 148 s); the speed is in benchmarks/bench_convert_wide.py
+    cols = 3000
+    names = [f"c{j}" for j in range(cols)]
+    rows = [
+        [
+            (j * 7 + i) if j % 3 == 0 else (j + i / 4) if j % 3 == 1 else f"t{i}_{j}"
+            for j in range(cols)
+        ]
+        for i in range(4)
+    ]
+    text = ",".join(names) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows)
+    (tmp_path / "w.csv").write_text(text)
+    m = convert(tmp_path / "w.csv", tmp_path / "o", workers=1, progress=False)
+    assert m.splits["train"].records == 4
+    dtypes = [(f.name, f.dtype) for f in m.schema.features]
+    assert dtypes == [(n, ("int64", "float32", "bytes")[j % 3]) for j, n in enumerate(names)]
+    got = read_back(tmp_path / "o")
+    for i, row in enumerate(rows):
+        for j in (0, 1, 2, 1500, 1501, 1502, cols - 3, cols - 2, cols - 1):
+            value = got[i][names[j]].item()
+            assert value == (row[j].encode() if j % 3 == 2 else row[j]), (i, j)
+
+
+def test_a_header_only_csv_is_refused_naming_the_file(tmp_path, cli):
+    (tmp_path / "empty.csv").write_text("a,b,c\n\n")
+    res = cli("convert", tmp_path / "empty.csv", "--out", tmp_path / "o", "--quiet")
+    assert res.exit_code == 2, res.output
+    msg = " ".join(res.stderr.split())
+    assert f"{tmp_path / 'empty.csv'}: expected rows of values after the header" in msg, msg
+    assert "found only the header (3 columns) and no rows" in msg
+    assert "Traceback" not in res.output and not (tmp_path / "o" / "manifest.json").exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -101,6 +102,11 @@ def scan(path: str, sample_rows: int) -> tuple[CsvIndex, list[Record]]:
             if index.rows < sample_rows:
                 sample.append(rec)
             index.rows += 1
+    if index.rows == 0:
+        raise CsvFormatError(
+            f"expected rows of values after the header, found only the header "
+            f"({len(names):,} columns) and no rows; nothing to convert"
+        )
     return index, sample
 
 
@@ -108,6 +114,6 @@ def _check_names(names: list[str]) -> None:
     empty = [i + 1 for i, n in enumerate(names) if not n]
     if empty:
         raise CsvFormatError(f"header column {empty[0]} has no name; name every column")
-    dup = sorted({n for n in names if names.count(n) > 1})
+    dup = sorted(n for n, k in Counter(names).items() if k > 1)
     if dup:
         raise CsvFormatError(f"header names {dup} appear more than once; make them unique")

@@ -134,7 +134,7 @@ class CsvSource(RowSource):
         typed = [
             (n, _converter(schema[n], self._hint(n)))
             for n in index.names
-            if n in schema.names and schema[n].dtype != "bytes"
+            if n in schema and schema[n].dtype != "bytes"
         ]
         offset, line, i = index.start_of(start)
         # The lines of the rows being read: messages about them name their lines.

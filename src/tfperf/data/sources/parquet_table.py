@@ -66,7 +66,7 @@ class ParquetSource(TableSource):
         out: dict[str, list[Any]] = {}
         for name in self.table.column_names:
             col = self.table.column(name).slice(start, stop - start).combine_chunks()
-            f = schema[name] if name in schema.names else None
+            f = schema[name] if name in schema else None
             out[name] = _arrow_values(col, f)
         return out
 
