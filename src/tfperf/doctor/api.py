@@ -80,7 +80,7 @@ class OptimizeReport:
             args = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
             extra.append(f"for model.fit: model.compile(..., {args})")
         extra += [f"withheld: {line}" for line in f.withheld]
-        return "\n".join([self.diagnosis.headline(), head, *trials, *extra])
+        return "\n".join([self.diagnosis.headline, head, *trials, *extra])
 
     def to_dict(self) -> dict[str, Any]:
         return {"diagnosis": self.diagnosis.to_dict(), "fix": self.fix.to_dict()}

@@ -44,33 +44,33 @@ def diagnosis(pipeline: float, compute: float, wait: float, verdict: str, **kw) 
 
 
 def test_the_headline_names_the_side_to_work_on():
-    slow_input = diagnosis(500.0, 2000.0, 0.5, "highly input-bound").headline()
+    slow_input = diagnosis(500.0, 2000.0, 0.5, "highly input-bound").headline
     assert slow_input == (
         "verdict: highly input-bound (input wait 50% of training); the pipeline alone gives "
         "500 examples/s, the model takes 2,000: work on the input pipeline"
     )
-    shared = diagnosis(3000.0, 2000.0, 0.1, "moderately input-bound").headline()
+    shared = diagnosis(3000.0, 2000.0, 0.1, "moderately input-bound").headline
     assert shared.endswith(
         "work on the input pipeline's share of the CPU (input and model share it)"
     )
-    model = diagnosis(3000.0, 2000.0, 0.0, "not input-bound").headline()
+    model = diagnosis(3000.0, 2000.0, 0.0, "not input-bound").headline
     assert model.endswith("work on the model's step (the input keeps up)")
 
 
 def test_a_target_judges_the_pipeline_alone():
     behind = diagnosis(3000.0, 2000.0, 0.0, "not input-bound", target=10_000.0)
     assert behind.input_bound_on_target and behind.input_trials
-    head = behind.headline()
+    head = behind.headline
     assert head.startswith(
         "verdict: input-bound on the target: the pipeline alone gives 3,000 examples/s; the "
         "target needs 10,000 (~4 tf.data service workers like this host"
     )
     assert head.endswith(
-        "on this host: " + diagnosis(3000.0, 2000.0, 0.0, "not input-bound").headline()
+        "on this host: " + diagnosis(3000.0, 2000.0, 0.0, "not input-bound").headline
     )
     ahead = diagnosis(3000.0, 2000.0, 0.0, "not input-bound", target=1000.0)
     assert not ahead.input_bound_on_target and not ahead.input_trials
-    assert ahead.headline().startswith(
+    assert ahead.headline.startswith(
         "verdict: the pipeline keeps up with the target (3,000 >= 1,000"
     )
 
@@ -84,7 +84,7 @@ def test_the_json_form_rounds_the_rates_and_keeps_every_field():
     costs = Costs(500.0, 1e-3, 2000.0, 2e-4, cores=2)
     diag = diagnosis(500.0, 2000.0, 0.5, "highly input-bound", variants={"v": 123.456}, costs=costs)
     d = json.loads(json.dumps(diag.to_dict()))  # plain JSON all the way
-    assert d["headline"] == diag.headline() and d["input_bound_fraction"] == 0.5
+    assert d["headline"] == diag.headline and d["input_bound_fraction"] == 0.5
     assert d["pipeline"] == {
         "examples_per_s": 500.0,
         "batches_per_s": 50.0,
@@ -103,3 +103,15 @@ def test_rate_json_and_training_json():
     assert rate_json(m)["examples_per_s"] == 1234.0  # int(rate) examples in one second
     t = training_json(m)
     assert t["wait_s"] == 0.5 and t["wall_s"] == 2.0 and t["input_bound_fraction"] == 0.25
+
+
+def test_str_is_the_text_report_and_to_json_a_json_string():
+    diag = diagnosis(500.0, 2000.0, 0.5, "highly input-bound")
+    assert isinstance(diag.headline, str)  # an attribute, not a method
+    text = str(diag)
+    assert text.splitlines()[0] == diag.headline[: len(text.splitlines()[0])]
+    assert diag.headline.split(";")[0] in text
+    for part in ("pipeline alone", "stage prefixes", "batch#1", "no_prefetch", "findings"):
+        assert part in text, part
+    assert "Diagnosis(" not in text and "Measurement(" not in text  # not the dataclass dump
+    assert json.loads(diag.to_json()) == json.loads(json.dumps(diag.to_dict()))

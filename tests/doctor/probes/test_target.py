@@ -35,7 +35,7 @@ def test_not_input_bound_runs_no_input_trial_and_says_so():
     diag = report.diagnosis
     names = [t.name for t in report.fix.trials]
     # The verdict is measured: on a loaded host a starved prefetch can read as a few % wait.
-    assert diag.input_trials == (diag.verdict != "not input-bound"), diag.headline()
+    assert diag.input_trials == (diag.verdict != "not input-bound"), diag.headline
     if not diag.input_trials:
         (skip,) = [t for t in report.fix.trials if t.name == "input changes"]
         assert "not input-bound: no input change tried" in skip.change
@@ -68,7 +68,7 @@ def test_a_target_above_the_pipeline_judges_the_pipeline_alone():
     slow = ds.map(lambda x, y: (tf.math.sqrt(tf.abs(x)) + x, y))  # a sequential map
     _, report = tfperf.optimize(slow, model, overrides=FAST, budget_s=60, target=1e9)
     diag = report.diagnosis
-    head = diag.headline()
+    head = diag.headline
     assert diag.target == 1e9 and diag.input_bound_on_target and diag.input_trials
     assert head.startswith("verdict: input-bound on the target: the pipeline alone gives"), head
     assert "the target needs 1,000,000,000" in head and "tf.data service workers" in head

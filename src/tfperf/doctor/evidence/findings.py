@@ -1,16 +1,27 @@
 """What the doctor concludes, as plain data: a `Finding` (evidence, change, expected gain),
-the timing of one stage prefix, and the whole `Diagnosis` with its --json form. Nothing
-here measures or decides."""
+the timing of one stage prefix, and the whole `Diagnosis` with its --json form and its
+text (the CLI's report: `render_diagnosis`, here beside the data it renders because
+`str(diagnosis)` needs it and report/ sits above evidence/). Nothing here measures or
+decides."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.measure import Measurement
+from tfperf.util.format import number
+
+TEXT_WIDTH = 100  # the columns str(diagnosis) lays its tables out for (a redirected CLI's)
 
 
 @dataclass
@@ -100,6 +111,7 @@ class Diagnosis:
     def input_bound_fraction(self) -> float:
         return self.training.input_bound_fraction
 
+    @property
     def headline(self) -> str:
         """The verdict first: input-bound or not, by how much, and which side to work on."""
         alone = self.pipeline.examples_per_s.median
@@ -131,7 +143,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "headline": self.headline(),
+            "headline": self.headline,
             "source": self.source,
             "model": self.model,
             "batch_size": self.batch_size,
@@ -150,6 +162,18 @@ class Diagnosis:
             "costs": asdict(self.costs) if self.costs is not None else None,
         }
 
+    def to_json(self) -> str:
+        """The --json form (`to_dict`) as a JSON string."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        """The CLI's text report: verdict, the three rates, stage prefixes, findings, notes."""
+        console = Console(
+            file=io.StringIO(), width=TEXT_WIDTH, record=True, color_system=None, soft_wrap=True
+        )
+        render_diagnosis(self, console)
+        return console.export_text().rstrip("\n")
+
     def to_html(self, path: str | Path) -> Path:
         """Writes the diagnosis as one self-contained HTML file (charts and scripts inlined,
         nothing fetched when viewed): the verdict, the three rates on one axis, the stage
@@ -157,3 +181,65 @@ class Diagnosis:
         from tfperf.runreport.page import write_doctor_report
 
         return write_doctor_report(path, diagnosis=self.to_dict())
+
+
+# ---- the text report ---------------------------------------------------------------------
+def render_diagnosis(diag: Diagnosis, console: Console) -> None:
+    """The verdict, measurements, stages and findings as rich tables."""
+    frac = diag.input_bound_fraction
+    colour = {"highly": "red", "moderately": "yellow"}.get(diag.verdict.split()[0], "green")
+    # Prose wraps at the console's width (100 columns when stdout is a file).
+    console.print(f"[bold {colour}]{escape(diag.headline)}[/]", soft_wrap=False)
+    console.print(
+        f"[bold]{diag.source}[/] with model [bold]{diag.model}[/] (batch {diag.batch_size}, "
+        f"{diag.precision}): [{colour}]{diag.verdict}[/] - input wait {frac:.0%} of the "
+        "training time",
+        soft_wrap=False,
+    )
+    t = Table(title="measured side by side (examples/s)")
+    t.add_column("variant")
+    t.add_column("examples/s", justify="right")
+    t.add_column("note")
+    t.add_row("(a) pipeline alone", number(diag.pipeline.examples_per_s.median), "")
+    t.add_row(
+        "(b) model on one cached batch", number(diag.compute.examples_per_s.median), "compute limit"
+    )
+    t.add_row(
+        "(c) training (pipeline + model)",
+        number(diag.training.examples_per_s.median),
+        f"input wait {frac:.0%}",
+    )
+    for name, rate in diag.variants.items():
+        label = name if name.startswith(("training", "compute")) else f"compute with {name}"
+        t.add_row(f"    {label}", number(rate), "what-if")
+    console.print(t)
+    s = Table(title="stage prefixes: the pipeline cut after each stage")
+    s.add_column("stage")
+    s.add_column("examples/s", justify="right")
+    s.add_column("us/example added", justify="right")
+    for st in diag.stages:
+        mark = " [bold red]<- slowest[/]" if st.label == diag.slowest_stage else ""
+        added = "-" if st.us_per_example is None else f"{st.us_per_example:.1f}"
+        s.add_row(st.label + mark, number(st.examples_per_s), added)
+    console.print(s)
+    render_findings(diag, console)
+    for note in diag.notes:
+        console.print(f"[dim]note: {note}[/]")
+
+
+def render_findings(diag: Diagnosis, console: Console) -> None:
+    if not diag.findings:
+        why = ": the run is not input-bound, so no input advice"
+        console.print("[green]no findings[/]" + (why if diag.verdict == "not input-bound" else ""))
+        return
+    f = Table(title="findings, most promising first", show_lines=True)
+    f.add_column("#", justify="right")
+    # Folded, not cut with "...": a run-file key or address longer than its column stays
+    # complete (tables are laid out for 100 columns when the report is redirected).
+    for name in ("finding", "evidence", "change", "expected"):
+        f.add_column(name, overflow="fold")
+    for i, fd in enumerate(diag.findings, 1):
+        where = f"\n[dim]{fd.stage}[/]" if fd.stage else ""
+        title = f"[bold]{fd.code}[/]\n{fd.title}{where}"
+        f.add_row(str(i), title, fd.evidence, fd.change, fd.expected)
+    console.print(f)
