@@ -183,6 +183,13 @@ class TrainConfig(_Section):
         "one warning for a pipeline TensorFlow cannot save (py_function, numpy_function, "
         "from_generator, stateful random ops), an error if set to true explicitly",
     )
+    restore_input: Literal["auto", "require", "skip"] = Field(
+        "auto",
+        description="resuming from a checkpoint whose input iterator belongs to another "
+        "pipeline (the pipeline changed, e.g. by doctor --fix): auto restores the model, "
+        "optimizer and step and starts the new pipeline from its beginning; require stops "
+        "with an error; skip never restores the input",
+    )
     init_from: str | None = Field(
         None,
         description="warm start: a tfperf run or checkpoint, .weights.h5, .h5 or .keras file "

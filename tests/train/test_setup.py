@@ -110,3 +110,31 @@ def test_prepare_builds_a_session_and_a_second_one_resumes(runfile, capsys):
     assert (again.target, again.target_reason) == (5, "max_steps")
     assert f"resumed from {saved} (step 3)" in capsys.readouterr().err
     assert not (again.dirs.checkpoint_dir / "FINAL").exists()
+
+
+def test_a_changed_pipeline_resumes_the_model_and_restarts_its_input(runfile, capsys):
+    """The run file's pipeline changed (as --fix changes it) in the same train.out_dir: the
+    checkpoint is not damaged; auto restores model, optimizer and step and says the input
+    starts over in one line, require is one error, skip never restores the input."""
+    cfg = load_config(runfile, [])
+    with ExitStack() as held:
+        session = prepare(cfg, progress=False, held=held)
+        session.run.step = 3
+        session.parts.step_var.assign(3)
+        saved = session.hooks.hooks[1].save(session.run)
+    capsys.readouterr()
+    changed = ["pipeline.parse=per_example"]  # another iterator graph
+    with ExitStack() as held:
+        again = prepare(load_config(runfile, changed), progress=False, held=held)
+    err = capsys.readouterr().err
+    assert again.restore_path == saved and again.run.step == 3
+    assert "damaged" not in err
+    lines = [ln for ln in err.splitlines() if "another pipeline" in ln]
+    assert len(lines) == 1 and "starts from its beginning" in lines[0], err
+    with ExitStack() as held, pytest.raises(UserError, match="train.restore_input: require"):
+        prepare(load_config(runfile, [*changed, "train.restore_input=require"]), held=held)
+    with ExitStack() as held:
+        skipped = prepare(
+            load_config(runfile, [*changed, "train.restore_input=skip"]), progress=False, held=held
+        )
+    assert skipped.run.step == 3 and "another pipeline" not in capsys.readouterr().err

@@ -31,6 +31,7 @@ from tfperf.train.checkpoints.folder import (
     listed_checkpoints,
     run_dirs,
 )
+from tfperf.train.checkpoints.other_input import reader, restarted_note
 from tfperf.train.checkpoints.save import CheckpointHook, make_checkpoint, make_manager
 from tfperf.train.checkpoints.stale import remove_stale
 from tfperf.train.corrupt import CorruptRecordsHook
@@ -170,18 +171,25 @@ def resume_candidates(checkpoint_dir: Path) -> list[str]:
     return sorted(listed, key=lambda p: checkpoint_step(p) or 0)
 
 
-def _restore(ckpt: Any, own: list[str], dirs: RunDirs, info: StrategyInfo) -> str:
-    """Restores the newest checkpoint that reads; the chief moves damaged newer ones aside."""
-    path, _, damaged = read_newest(
+def _restore(
+    cfg: RunConfig, ckpt: Any, parts: TrainParts, own: list[str], dirs: RunDirs, info: StrategyInfo
+) -> tuple[str, bool]:
+    """Restores the newest checkpoint that reads; the chief moves damaged newer ones aside.
+    Returns (its path, whether the input iterator was restored): one holding another
+    pipeline's iterator restores the rest under train.restore_input (other_input.py)."""
+    bare = make_checkpoint(parts.model, parts.optimizer, parts.step_var)
+    without_input = bare if getattr(ckpt, "iterator", None) is not None else ckpt
+    where = cfg.origin("train.restore_input")
+    path, restored_input, damaged = read_newest(
         own,
-        lambda p: ckpt.restore(p).expect_partial(),
+        reader(ckpt, without_input, cfg.train.restore_input, where),
         purpose="resuming",
         fix=f"move {dirs.checkpoint_dir} away to train from step 0",
     )
     if damaged and info.is_chief:
         aside = set_aside(dirs.checkpoint_dir, [p for p, _ in damaged], path)
         say(True, f"moved the damaged checkpoint(s) to {aside}")
-    return path
+    return path, restored_input
 
 
 def per_replica_batch(cfg: RunConfig, spec: Any, sample: Callable[[], Any]) -> int:
@@ -262,8 +270,23 @@ def prepare(
     )
     ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
     if own:
-        restore_path = _restore(ckpt, own, dirs, info)
-        say(True, f"resumed from {restore_path} (step {int(parts.step_var.numpy())})")
+        restore_path, restored_input = _restore(cfg, ckpt, parts, own, dirs, info)
+        step = int(parts.step_var.numpy())
+        if saved_input is not None and not restored_input:
+            # A fresh iterator from the pipeline's beginning (a failed restore may have
+            # touched the old one), and the checkpoint saves that one from now on.
+            iterator, saved_input = training_input(cfg, info, progress, counter)
+            ckpt = make_checkpoint(parts.model, parts.optimizer, parts.step_var, saved_input)
+            if cfg.train.restore_input == "auto":
+                say(True, restarted_note(restore_path, step))
+            else:
+                say(
+                    True,
+                    f"resumed from {restore_path} (step {step}; train.restore_input: "
+                    "skip, the input starts from its beginning)",
+                )
+        else:
+            say(True, f"resumed from {restore_path} (step {step})")
     if iterator is None:
         step = int(parts.step_var.numpy())
         iterator, _ = training_input(input_seeded_by_step(cfg, step), info, progress, counter)
