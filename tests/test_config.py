@@ -150,3 +150,41 @@ def test_every_key_has_a_description():
                 walk(field.annotation)
 
     walk(RunConfig)
+
+
+def test_a_run_file_alias_bomb_is_refused_naming_the_file(tmp_path):
+    # anchors 8 levels deep: 56 s and 2.1 GB before "unknown key" when expanded
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{k}: &a{k} [" + ",".join([f"*a{k - 1}"] * 9) + "]" for k in range(1, 9)]
+    p = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: expected at most 100,000 values once its YAML aliases")
+    assert "490,329,064 values" in msg and len(msg) < 400
+    # a --set value is YAML too: 100 aliases of 100 aliases of 10 values
+    item = "train=[&x [1,1,1,1,1,1,1,1,1,1], &y [" + ",".join(["*x"] * 100) + "], "
+    item += "[" + ",".join(["*y"] * 100) + "]]"
+    with pytest.raises(ConfigError) as err:
+        parse_override(item)
+    msg = str(err.value)
+    assert msg.startswith("--set 'train=[&x [1,1,1,1,1,1,1,1,1,1], &y [*x,*x,") and len(msg) < 600
+    assert "characters cut): expected at most 100,000 values" in msg
+    assert "found 200 aliases (the first: *x on line 1) that expand it to 111,214 values" in msg
+
+
+def test_long_input_is_quoted_cut_in_errors(tmp_path):
+    huge = "x" * 1_000_000
+    p = write(tmp_path, f"pipeline:\n  batch_size: {huge}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "pipeline.batch_size: " in msg and "... (999,800 characters cut)" in msg
+    assert len(msg) < 600
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({}, ["train.max_steps=" + huge])
+    msg = str(err.value)
+    assert "--set train.max_steps=xxx" in msg and "(999,816 characters cut)" in msg
+    assert len(msg) < 800
+    with pytest.raises(ConfigError, match=r"xxx'... \(999,800 characters cut\): expected key"):
+        parse_override(huge)

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from tfperf.config_errors import format_errors, given_by
 from tfperf.config_service import RESUME_WITH_SERVICE, ServiceConfig
 from tfperf.errors import UserError
+from tfperf.util.format import cut, quoted
+from tfperf.util.yaml_load import YamlBombError, load_yaml
 
 # The built-in workloads' names (tfperf/workloads registers one class for each): named here,
 # below the workloads, so that validating a run file never imports them.
@@ -333,15 +335,17 @@ def service_conflicts(cfg: RunConfig) -> list[str]:
 def parse_override(item: str) -> tuple[list[str], Any]:
     """'a.b=c' -> (['a','b'], value parsed as YAML: numbers, bools, lists, null)."""
     if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected key.path=value")
+        raise ConfigError(f"--set {quoted(item)}: expected key.path=value")
     key, _, raw = item.partition("=")
     keys = [k for k in key.strip().split(".") if k]
     if not keys:
-        raise ConfigError(f"--set {item!r}: empty key")
+        raise ConfigError(f"--set {quoted(item)}: empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw, f"--set {quoted(item)}") if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except YamlBombError as exc:
+        raise ConfigError(str(exc)) from None
     return keys, value
 
 
@@ -355,7 +359,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if nxt is None:
                 nxt = node[k] = {}
             if not isinstance(nxt, dict):
-                raise ConfigError(f"--set {item}: '{k}' is a value, not a section")
+                raise ConfigError(f"--set {cut(item)}: '{cut(k)}' is a value, not a section")
             node = nxt
         node[keys[-1]] = value
     return out
@@ -393,9 +397,11 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     if not p.exists():
         raise ConfigError(f"{p}: no such run file")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = load_yaml(p.read_text(), str(p)) or {}
+    except YamlBombError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{p}: not valid YAML: {cut(str(exc), 600)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping of sections, found {type(data).__name__}")
     cfg = config_from_dict(data, overrides, str(p))

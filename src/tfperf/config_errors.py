@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tfperf.util.format import cut, quoted
+
 _UNION_TAGS = {"int", "float", "str", "bool", "none", "list", "dict"}
 
 
@@ -53,7 +55,7 @@ def format_errors(
         seen.add(key)
         msg = _unknown_key(root, loc) if e["type"] == "extra_forbidden" else e["msg"]
         where = given_by(key, overrides) or origin
-        lines.append(f"{where}: {key}: {msg}; found {e.get('input')!r}")
+        lines.append(f"{where}: {cut(key)}: {msg}; found {quoted(e.get('input'))}")
     return "\n".join(lines)
 
 
@@ -64,4 +66,4 @@ def given_by(key: str, overrides: dict[str, str]) -> str | None:
     holders = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
     items = [overrides[k] for k in holders if k in overrides]
     items = items or [item for k, item in overrides.items() if k.startswith(key + ".")][-1:]
-    return f"--set {items[0]}" if items else None
+    return f"--set {cut(items[0])}" if items else None

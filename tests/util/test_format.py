@@ -1,8 +1,9 @@
-"""util/format: the one number formatter (rates and counts, compact columns, plurals)."""
+"""util/format: the one number formatter (rates and counts, compact columns, plurals) and
+the cut quotes of a user's input."""
 
 from __future__ import annotations
 
-from tfperf.util.format import compact, number, plural
+from tfperf.util.format import compact, cut, number, plural, quoted
 
 
 def test_number_and_compact():
@@ -16,3 +17,14 @@ def test_plural():
     # The train summary said "1 steps per call".
     assert [plural(n, "step") for n in (1, 20, 1000)] == ["1 step", "20 steps", "1,000 steps"]
     assert plural(2, "batch", "batches") == "2 batches"
+
+
+def test_quotes_of_user_input_are_cut_saying_how_much():
+    assert cut("short") == "short" and quoted("short") == "'short'"
+    big = "x" * 50_000_200
+    assert cut(big) == "x" * 200 + "... (50,000,000 characters cut)"
+    assert quoted(big) == repr("x" * 200) + "... (50,000,000 characters cut)"
+    assert quoted(b"y" * 250) == repr(b"y" * 200) + "... (50 characters cut)"
+    listed = quoted(list(range(1000)), limit=20)
+    assert listed.startswith("[0, 1, 2, 3, 4, 5, 6...") and listed.endswith("characters cut)")
+    assert len(listed) < 60

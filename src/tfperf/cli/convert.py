@@ -22,6 +22,8 @@ from tfperf.data.schema import SchemaError, schema_from_dict
 from tfperf.data.shards import parse_size
 from tfperf.data.tfds_export import tfds_view
 from tfperf.errors import UserError
+from tfperf.util.format import quoted
+from tfperf.util.yaml_load import load_yaml
 from tfperf.workloads import WORKLOAD_NAMES, get_workload
 
 
@@ -32,7 +34,7 @@ def load_schema_file(path: str) -> Any:
         raise UserError(f"--schema {p}: no such file")
     try:
         text = p.read_text()
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if p.suffix == ".json" else load_yaml(text, f"--schema {p}")
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise UserError(f"--schema {p}: not valid JSON/YAML: {exc}") from None
     if isinstance(data, dict) and "schema" in data and "features" not in data:
@@ -51,7 +53,7 @@ def load_schema_file(path: str) -> Any:
         for e in exc.errors():
             loc = ".".join(str(x) for x in e["loc"])
             lines.append(
-                f"--schema {p}: {loc or '(top level)'}: {e['msg']}; found {e.get('input')!r}"
+                f"--schema {p}: {loc or '(top level)'}: {e['msg']}; found {quoted(e.get('input'))}"
             )
         raise UserError("\n".join(lines)) from None
 
@@ -61,7 +63,7 @@ def _image_size(text: str | None) -> tuple[int, int] | None:
         return None
     m = re.fullmatch(r"\s*(\d+)\s*[xX,]\s*(\d+)\s*", text)
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
-        raise UserError(f"--image-size: expected HxW such as 64x64, found {text!r}")
+        raise UserError(f"--image-size: expected HxW such as 64x64, found {quoted(text)}")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -261,7 +263,8 @@ def register(app: typer.Typer) -> None:
 
             if workload not in WORKLOAD_NAMES:
                 raise UserError(
-                    f"--workload: expected one of {sorted(WORKLOAD_NAMES)}, found {workload!r}"
+                    f"--workload: expected one of {sorted(WORKLOAD_NAMES)}, "
+                    f"found {quoted(workload)}"
                 )
             if examples < 1 or eval_examples < 0:
                 raise UserError("--examples must be >= 1 and --eval-examples >= 0")

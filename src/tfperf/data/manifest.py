@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tfperf.data.schema import Schema
 from tfperf.errors import UserError
 from tfperf.util.files import write_text_atomic
+from tfperf.util.format import quoted
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "tfperf.manifest/1"  # "tfperf.manifest/MAJOR": readers read their own major only
@@ -123,7 +124,7 @@ class Manifest(BaseModel):
         # Resolved, so that a symlink in the folder cannot lead outside it either.
         if path.resolve().parent != Path(root).resolve():
             raise ManifestError(
-                f"{Path(root) / MANIFEST_NAME}: split '{split}' lists shard {file!r}, which "
+                f"{Path(root) / MANIFEST_NAME}: split '{split}' lists shard {quoted(file)}, which "
                 f"resolves to {path.resolve()}, outside the dataset folder {Path(root).resolve()}"
                 "; expected a file inside that folder. Convert the data again or fix the entry"
             )
@@ -148,7 +149,7 @@ def load_manifest(path: str | Path) -> Manifest:
         found = data.get("format", FORMAT) if isinstance(data, dict) else FORMAT
         if found != FORMAT:
             raise ManifestError(
-                f"{p}: format {found!r} is not one this tfperf reads ({FORMAT}); read it "
+                f"{p}: format {quoted(found)} is not one this tfperf reads ({FORMAT}); read it "
                 f"with the tfperf that wrote it, or convert the data again"
             )
         manifest = Manifest.model_validate(data)
@@ -164,7 +165,7 @@ def _check_file_name(manifest_file: Path, split: str, name: str) -> None:
     """Refuses a shard/rejects name that is not a plain file name in the dataset folder."""
     if name in ("", ".", "..") or any(c in name for c in "/\\\0") or Path(name).is_absolute():
         raise ManifestError(
-            f"{manifest_file}: split '{split}' lists file {name!r}; expected a plain file "
+            f"{manifest_file}: split '{split}' lists file {quoted(name)}; expected a plain file "
             "name inside the dataset folder (no '/', '\\', '..' or absolute path), as "
             "`tfperf convert` writes. Convert the data again or fix the entry"
         )

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tfperf.data.example_proto import messages
 from tfperf.errors import UserError
+from tfperf.util.format import QUOTE_LIMIT, cut, quoted
 
 DType = Literal["float32", "float64", "int64", "int32", "uint8", "int8", "bool", "bytes"]
 Storage = Literal["float", "int64", "bytes"]
@@ -66,7 +67,10 @@ class RowError(UserError):
     def __init__(
         self, row: int | None, feature: str, expected: str, found: str, hint: str | None = None
     ):
-        self.row, self.feature, self.expected, self.found = row, feature, expected, found
+        # `found` may quote a user's cell or value: cut to what a message can show (a quote
+        # already cut by `quoted` passes whole).
+        self.row, self.feature, self.expected = row, cut(feature), expected
+        self.found = cut(found, QUOTE_LIMIT + 100)
         self.hint = hint
         super().__init__(self.located("row" if row is None else f"row {row + 1}"))
 
@@ -192,7 +196,8 @@ class Schema(BaseModel):
         unknown = [n for n in dtypes if n not in self.names]
         if unknown:
             raise SchemaError(
-                f"{option}: no column {unknown[0]!r}; the columns are {', '.join(self.names)}"
+                f"{option}: no column {quoted(unknown[0])}; the columns are "
+                f"{cut(', '.join(self.names))}"
             )
         feats = []
         for f in self.features:
@@ -379,7 +384,9 @@ DTYPES: tuple[str, ...] = get_args(DType)
 def check_dtype(text: str, where: str) -> str:
     """`text` if it is a schema dtype, else a SchemaError listing them."""
     if text not in DTYPES:
-        raise SchemaError(f"{where}: expected a dtype, one of {', '.join(DTYPES)}; found {text!r}")
+        raise SchemaError(
+            f"{where}: expected a dtype, one of {', '.join(DTYPES)}; found {quoted(text)}"
+        )
     return text
 
 
@@ -396,7 +403,8 @@ def schema_from_dict(
             if extra:
                 name = f.get("name", f"#{i + 1}")
                 raise SchemaError(
-                    f"feature {name!r}: unknown key {extra[0]!r}; expected {', '.join(known)}"
+                    f"feature {quoted(name)}: unknown key {quoted(extra[0])}; "
+                    f"expected {', '.join(known)}"
                 )
     if isinstance(data, Mapping):
         return Schema.model_validate(data)

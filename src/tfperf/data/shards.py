@@ -13,6 +13,7 @@ from typing import Any
 
 # Shards are written under the same hidden temporary names as every atomic write.
 from tfperf.util.files import temp_name as temp_name
+from tfperf.util.format import quoted
 
 # TFRecord framing around each record: 8-byte length, 4-byte length CRC, 4-byte data CRC.
 RECORD_OVERHEAD = 16
@@ -167,8 +168,8 @@ def parse_size(text: str | int) -> int:
         return text
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"expected a size such as 128MiB, 64MB or 4096, found {text!r}")
+        raise ValueError(f"expected a size such as 128MiB, 64MB or 4096, found {quoted(text)}")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if value < 1:
-        raise ValueError(f"expected a size of at least 1 byte, found {text!r}")
+        raise ValueError(f"expected a size of at least 1 byte, found {quoted(text)}")
     return int(value)

@@ -15,6 +15,7 @@ from typing import Any
 
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, RunState
+from tfperf.util.format import quoted
 
 XPROF_HINT = (
     "install the profile extra for TensorBoard-grade timelines: pip install 'tfperf[profile]'"
@@ -31,9 +32,11 @@ def parse_steps(spec: str) -> tuple[int, int]:
     try:
         a, b = int(start), int(stop if sep else start)
     except ValueError:
-        raise ProfileError(f"--steps: expected START:STOP (e.g. 20:25), found {spec!r}") from None
+        raise ProfileError(
+            f"--steps: expected START:STOP (e.g. 20:25), found {quoted(spec)}"
+        ) from None
     if a < 1 or b < a:
-        raise ProfileError(f"--steps: expected 1 <= START <= STOP, found {spec!r}")
+        raise ProfileError(f"--steps: expected 1 <= START <= STOP, found {quoted(spec)}")
     return a, b
 
 

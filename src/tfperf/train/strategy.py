@@ -19,6 +19,8 @@ from typing import Any
 
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
+from tfperf.util.format import quoted
+from tfperf.util.yaml_load import load_yaml
 
 KINDS = ("one_device", "mirrored", "multi_worker", "parameter_server")
 
@@ -50,7 +52,7 @@ def load_cluster(path: str | Path) -> dict[str, list[str]]:
     if not p.exists():
         raise ClusterError(f"{p}: no such cluster file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml(p.read_text(), str(p))
     except yaml.YAMLError as exc:
         raise ClusterError(f"{p}: not valid YAML: {exc}") from None
     return validate_cluster(data, str(p))
@@ -70,7 +72,7 @@ def validate_cluster(data: Any, origin: str) -> dict[str, list[str]]:
             addrs = [addrs]
         if not isinstance(addrs, list) or not all(isinstance(a, str) and ":" in a for a in addrs):
             raise ClusterError(
-                f"{origin}: job '{job}': expected a list of host:port, found {addrs!r}"
+                f"{origin}: job '{job}': expected a list of host:port, found {quoted(addrs)}"
             )
         out[job] = list(addrs)
     return out

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfperf.errors import UserError
+from tfperf.util.format import quoted
 
 if TYPE_CHECKING:
     import keras
@@ -320,7 +321,7 @@ def freeze_layers(model: keras.Model, names: Iterable[str]) -> list[str]:
     unknown = [n for n in names if n not in layers]
     if unknown:
         raise WarmStartError(
-            f"train.freeze: no layer named {unknown[0]!r} in the model; "
+            f"train.freeze: no layer named {quoted(unknown[0])} in the model; "
             f"expected one of {sorted(layers)}"
         )
     for n in names:

@@ -1,5 +1,7 @@
 """The one way numbers are written for people: rates and counts with thousands separators,
-a few significant digits for small values, and a compact form for narrow columns."""
+a few significant digits for small values, and a compact form for narrow columns; and the
+one way a message quotes a user's input: cut to about 200 characters, saying how much was
+cut."""
 
 from __future__ import annotations
 
@@ -21,3 +23,23 @@ def compact(value: float) -> str:
 def plural(count: float, word: str, many: str | None = None) -> str:
     """'1 step', '20 steps' ('many' for an irregular plural): the count with its noun."""
     return f"{count:,g} {word if count == 1 else many or word + 's'}"
+
+
+# How much of a user's input a message quotes: enough to recognise it, never a whole file.
+QUOTE_LIMIT = 200
+
+
+def cut(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """`text` whole up to `limit` characters, else its start and how much was cut:
+    'abc... (50,000,000 characters cut)'."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} characters cut)"
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """repr(value) cut to `limit` characters (see `cut`), as messages quote a user's input;
+    a long string's repr is made from its start only (a 50 MB cell is not copied)."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value) - limit:,} characters cut)"
+    return cut(repr(value), limit)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.errors import UserError
+from tfperf.util.format import quoted
 
 
 def load_object(spec: str, *, field: str, search_dir: str | None = None) -> Any:
@@ -21,7 +22,7 @@ def load_object(spec: str, *, field: str, search_dir: str | None = None) -> Any:
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise UserError(f"{field}: expected 'module:function', found {spec!r}")
+        raise UserError(f"{field}: expected 'module:function', found {quoted(spec)}")
     for extra in (search_dir, str(Path.cwd())):
         if extra and extra not in sys.path:
             sys.path.insert(0, extra)

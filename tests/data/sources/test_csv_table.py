@@ -222,3 +222,24 @@ def test_a_header_only_csv_is_refused_naming_the_file(tmp_path, cli):
     assert f"{tmp_path / 'empty.csv'}: expected rows of values after the header" in msg, msg
     assert "found only the header (3 columns) and no rows" in msg
     assert "Traceback" not in res.output and not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_a_huge_bad_cell_is_quoted_cut(tmp_path, cli):
+    # a 50 MB cell was printed whole; 2 MB here says the same
+    big = "z" * 2_000_000
+    rows = "".join(f"{i},{i / 2}\n" for i in range(1, 9))
+    (tmp_path / "d.csv").write_text("id,score\n" + rows + f"9,{big}\n")
+    res = cli("convert", tmp_path / "d.csv", "--out", tmp_path / "o", "--quiet", "--workers", "1")
+    assert res.exit_code == 2, res.output[:2000]
+    msg = " ".join(res.stderr.split())
+    assert "line 10 (counted from 1, the header is line 1), column 'score'" in msg
+    assert "found 'zzzz" in msg and "zzz'... (1,999,800 characters cut)" in msg
+    assert len(res.stderr) < 2000
+    # a ragged row quotes its cells cut as well
+    (tmp_path / "r.csv").write_text(f"a,b\n1,2\n3,4,{big}\n")
+    res = cli("convert", tmp_path / "r.csv", "--out", tmp_path / "o2", "--quiet")
+    assert res.exit_code == 2 and len(res.stderr) < 2000, res.stderr[:2000]
+    assert "expected 2 cells (one per header column), found 3: ['3', '4', 'zz" in " ".join(
+        res.stderr.split()
+    )
+    assert "characters cut)" in res.stderr

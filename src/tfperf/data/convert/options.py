@@ -13,6 +13,7 @@ from typing import Any
 from tfperf.data.schema import DTYPES, Schema, SchemaError, check_dtype
 from tfperf.data.shards import DEFAULT_SHARD_BYTES, is_valid_name
 from tfperf.errors import UserError
+from tfperf.util.format import quoted
 from tfperf.util.imports import load_object
 
 # --compression spellings -> the manifest's (and TFRecordDataset's) compression type.
@@ -73,21 +74,23 @@ class ConvertOptions:
         key = (self.compression or "").lower()
         if key not in COMPRESSIONS:
             raise ConvertError(
-                f"--compression: expected 'gzip' or none, found {self.compression!r}"
+                f"--compression: expected 'gzip' or none, found {quoted(self.compression)}"
             )
         object.__setattr__(self, "compression", COMPRESSIONS[key])  # frozen: set once here
         if self.on_bad_row not in ("error", "skip"):
             raise ConvertError(
-                f"--on-bad-row: expected 'error' or 'skip', found {self.on_bad_row!r}"
+                f"--on-bad-row: expected 'error' or 'skip', found {quoted(self.on_bad_row)}"
             )
         if not is_valid_name(self.split):
             raise ConvertError(
-                f"--split: expected letters, digits, '_' or '.', found {self.split!r}"
+                f"--split: expected letters, digits, '_' or '.', found {quoted(self.split)}"
             )
         if self.max_examples is not None and self.max_examples < 0:
             raise ConvertError(f"--max-examples: expected a number >= 0, found {self.max_examples}")
         if self.name is not None and not is_valid_name(self.name):
-            raise ConvertError(f"--name: expected letters, digits, '_' or '.', found {self.name!r}")
+            raise ConvertError(
+                f"--name: expected letters, digits, '_' or '.', found {quoted(self.name)}"
+            )
         if self.shard_bytes <= 0:
             raise ConvertError(f"--shard-size: expected a size > 0, found {self.shard_bytes}")
         if self.column_types:
@@ -110,7 +113,7 @@ class ConvertOptions:
         if pre is not None and not isinstance(pre, (str, PreprocessFactory)) and not callable(pre):
             raise ConvertError(
                 f"preprocess: expected a callable, 'module:function' or a PreprocessFactory, "
-                f"found {pre!r}"
+                f"found {quoted(pre)}"
             )
 
     def worker_count(self, shards: int) -> int:
@@ -157,7 +160,7 @@ def parse_column_types(text: str) -> dict[str, str]:
         if not part or not eq or not name.strip() or not dtype.strip():
             raise ConvertError(
                 f"--column-types: expected NAME=DTYPE[,NAME=DTYPE...] with DTYPE one of "
-                f"{', '.join(DTYPES)}; found {part!r}"
+                f"{', '.join(DTYPES)}; found {quoted(part)}"
             )
         types[name.strip()] = dtype.strip()
     return types

@@ -28,6 +28,7 @@ from tfperf.data.verify import frame
 from tfperf.errors import UserError
 from tfperf.util.disk import is_disk_full
 from tfperf.util.files import write_text_atomic
+from tfperf.util.format import cut
 
 TICK_ROWS = 256  # rows between progress reports from a worker (one queue put each)
 
@@ -99,7 +100,7 @@ def _raised(exc: BaseException) -> str:
     """ "raised ValueError: text (at file, line N, in fn)": the exception and its last frame."""
     frames = traceback.extract_tb(exc.__traceback__)
     at = f" (at {frames[-1].filename}, line {frames[-1].lineno}, in {frames[-1].name})"
-    text = " ".join(str(exc).split())
+    text = cut(" ".join(str(exc).split()))  # the user's message may quote a whole row
     return f"raised {type(exc).__name__}{': ' + text if text else ''}{at if frames else ''}"
 
 

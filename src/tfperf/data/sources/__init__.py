@@ -48,6 +48,7 @@ from tfperf.data.sources.csv_table import CsvSource
 from tfperf.data.sources.images import IMAGE_SUFFIXES, ImageFolder, image_schema
 from tfperf.data.sources.parquet_table import ParquetSource
 from tfperf.data.sources.rows import IterableSource
+from tfperf.util.format import quoted
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -88,7 +89,7 @@ def open_rows(
     """
     if column_types and not (isinstance(source, (str, Path)) and _is_csv(source)):
         raise SourceError(
-            f"--column-types: applies to CSV files only, found {source!r}; for other sources "
+            f"--column-types: applies to CSV files only, found {quoted(source)}; for other sources "
             f"declare every feature with --schema"
         )
     if isinstance(source, RowSource):
@@ -125,7 +126,9 @@ def open_rows(
         raise SourceError("source: expected rows (an iterable of dicts), found one dict")
     if isinstance(source, Iterable):
         return IterableSource(source)
-    raise SourceError(f"source: expected a path or an iterable of dict rows, found {source!r}")
+    raise SourceError(
+        f"source: expected a path or an iterable of dict rows, found {quoted(source)}"
+    )
 
 
 def _is_csv(path: str | Path) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from tfperf.data.schema import Feature, RowError, Schema
 from tfperf.data.sources.base import BadValue, Row, RowSource, SourceError
 from tfperf.data.sources.csv_records import CsvFormatError, CsvIndex, Record, records, scan
+from tfperf.util.format import quoted
 
 _INT_RE = re.compile(r"\s*[-+]?\d+\s*")
 SAMPLE_ROWS = 10_000  # rows whose cells decide each column's type
@@ -78,8 +79,8 @@ class CsvSource(RowSource):
             line, text = others[0]
             self.notes.append(
                 f"{self.path}: column '{name}' is typed {dtype}: {len(numbers)} of "
-                f"{len(texts)} sampled cells are numbers; the others (first: {text!r} on line "
-                f"{line}) are bad rows. To keep it as text: --column-types {name}=bytes"
+                f"{len(texts)} sampled cells are numbers; the others (first: {quoted(text)} on "
+                f"line {line}) are bad rows. To keep it as text: --column-types {name}=bytes"
             )
         return dtype
 
@@ -156,7 +157,7 @@ def _typed(rec: Record, names: list[str], typed: list[tuple[str, Callable[[str],
     if rec.cells is None:
         return {RowError.WHOLE_ROW: BadValue(rec.expected, rec.found)}
     if len(rec.cells) != len(names):
-        found = f"{len(rec.cells)}: {rec.cells!r}"
+        found = f"{len(rec.cells)}: {quoted(rec.cells)}"
         return {RowError.WHOLE_ROW: BadValue(f"{len(names)} cells (one per header column)", found)}
     row: Row = dict(zip(names, rec.cells, strict=True))
     for name, convert in typed:
@@ -176,7 +177,7 @@ def _converter(f: Feature, hint: str | None) -> Callable[[str], Any]:
         except ValueError:
             if not text.strip():
                 return None  # an empty cell: the writer reports it as a missing value
-            return BadValue(f"a number ({f.dtype})", repr(text), hint)
+            return BadValue(f"a number ({f.dtype})", quoted(text), hint)
 
     return convert
 
@@ -199,11 +200,11 @@ def _csv_cell(text: str, f: Feature | None, hint: str | None = None) -> Any:
         parts = [p for p in re.split(r"[\s,]+", text.strip().strip("[]")) if p]
         vals = [_number(p, f.dtype) for p in parts]
         if any(isinstance(v, str) for v in vals):
-            return BadValue(f"numbers ({f.dtype}) separated by spaces", repr(text), hint)
+            return BadValue(f"numbers ({f.dtype}) separated by spaces", quoted(text), hint)
         return vals
     value = _number(text, f.dtype)
     if isinstance(value, str):
-        return BadValue(f"a number ({f.dtype})", repr(text), hint)
+        return BadValue(f"a number ({f.dtype})", quoted(text), hint)
     return value
 
 
