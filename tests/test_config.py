@@ -188,3 +188,16 @@ def test_long_input_is_quoted_cut_in_errors(tmp_path):
     assert len(msg) < 800
     with pytest.raises(ConfigError, match=r"xxx'... \(999,800 characters cut\): expected key"):
         parse_override(huge)
+
+
+def test_an_empty_out_dir_is_refused_naming_the_key(tmp_path):
+    # "" resolved to the run file's folder: checkpoints were written among the user's files
+    p = write(tmp_path, "train:\n  out_dir: ''\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: train.out_dir: ") and "expected a folder" in msg
+    assert msg.endswith("found ''")
+    with pytest.raises(ConfigError, match=r"^--set train.out_dir=  : train.out_dir: .*folder"):
+        config_from_dict({}, ["train.out_dir=  "])
+    assert config_from_dict({}, ["train.out_dir=runs/a"]).train.out_dir == "runs/a"

@@ -213,6 +213,17 @@ class TrainConfig(_Section):
         "or multi-worker)",
     )
 
+    @field_validator("out_dir")
+    @classmethod
+    def _a_folder(cls, path: str) -> str:
+        # "" resolves to the run file's own folder: checkpoints and logs among its files.
+        if not path.strip():
+            raise ValueError(
+                "expected a folder for checkpoints, logs and results (relative to the run "
+                "file), e.g. runs/my_run; an empty one would be the run file's own folder"
+            )
+        return path
+
 
 class EvalConfig(_Section):
     steps: int | None = Field(None, gt=0, description="batches per evaluation; default: all")
