@@ -68,6 +68,15 @@ def test_each_missing_part_names_its_command():
     assert "`tfperf train RUNFILE`" in nothing["summary"] and "doctor" in nothing
 
 
+def test_the_commands_of_missing_parts_are_shell_quoted():
+    # pasted, `tfperf train runs/a<b/run.yaml` read its input from a file called b/run.yaml
+    rec = RunRecord(summary={"runfile": "runs/a<b/my run.yaml"}, doctor=None)
+    missing = missing_parts(rec)
+    assert "`tfperf doctor 'runs/a<b/my run.yaml'`" in missing["doctor"]
+    assert "`tfperf train 'runs/a<b/my run.yaml'`" in missing["train"]
+    assert "`tfperf train 'runs/a<b/my run.yaml' --evaluator`" in missing["eval"]
+
+
 def test_folders_that_are_not_runs_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="no such folder; expected a run folder"):
         read_run_dir(tmp_path / "nowhere")

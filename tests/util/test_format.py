@@ -3,7 +3,7 @@ the cut quotes of a user's input."""
 
 from __future__ import annotations
 
-from tfperf.util.format import compact, cut, number, plural, quoted
+from tfperf.util.format import compact, cut, number, plural, quoted, shell_command
 
 
 def test_number_and_compact():
@@ -28,3 +28,12 @@ def test_quotes_of_user_input_are_cut_saying_how_much():
     listed = quoted(list(range(1000)), limit=20)
     assert listed.startswith("[0, 1, 2, 3, 4, 5, 6...") and listed.endswith("characters cut)")
     assert len(listed) < 60
+
+
+def test_a_command_to_paste_is_shell_quoted():
+    # a run folder with '<' in its name became a redirect when pasted
+    assert shell_command("tfperf", "report", "runs/a<b") == "tfperf report 'runs/a<b'"
+    assert shell_command("tensorboard", "--logdir", "my runs/x;rm") == (
+        "tensorboard --logdir 'my runs/x;rm'"
+    )
+    assert shell_command("tfperf", "train", "run.yaml") == "tfperf train run.yaml"

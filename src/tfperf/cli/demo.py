@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from tfperf.cli.common import JsonOpt, console, print_json, stdout_console, user_errors
+from tfperf.util.format import shell_command
 
 # The demo's run file: the chess workload, small enough for 2 CPU cores.
 DEMO_RUN: dict[str, Any] = {
@@ -97,7 +98,7 @@ def demo(
         "checkpoints": str(result.checkpoint_dir),
         "logs": str(result.log_dir),
         "run_file": str(runfile),
-        "tensorboard": f"tensorboard --logdir {result.log_dir}",
+        "tensorboard": shell_command("tensorboard", "--logdir", result.log_dir),
     }
     if json_out:
         print_json(summary)
@@ -118,7 +119,8 @@ def demo(
     table.add_row("run file", str(runfile))
     report = stdout_console()
     report.print(table)
-    report.print(f"open TensorBoard: tensorboard --logdir {result.log_dir}", markup=False)
+    tensorboard = shell_command("tensorboard", "--logdir", result.log_dir)
+    report.print(f"open TensorBoard: {tensorboard}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

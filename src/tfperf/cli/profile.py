@@ -20,6 +20,7 @@ from tfperf.cli.common import (
     tensorflow_startup_filtered,
 )
 from tfperf.train.strategy import bind_own_server
+from tfperf.util.format import shell_command
 
 HELP = """Profile steps START..STOP (global steps, both included) of a real training run of
 the run file, one step per compiled call so that each step is its own trace span.
@@ -91,7 +92,8 @@ def register(app: typer.Typer) -> None:
         console = stdout_console()
         lines = [
             f"profiled steps {start}-{stop} of {cfg.source or 'the run'}",
-            f"  TensorBoard profile: {prof.xplane}  (tensorboard --logdir {result.log_dir})",
+            f"  TensorBoard profile: {prof.xplane}  "
+            f"({shell_command('tensorboard', '--logdir', result.log_dir)})",
             f"  timeline.json:       {prof.timeline}  ({prof.events} events, "
             f"{prof.converter}; open in https://ui.perfetto.dev)",
         ]

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from tfperf.cli.common import command, console, report_stream
 from tfperf.config import RunConfig
+from tfperf.util.format import shell_command
 
 HELP = """Write one HTML file that shows a run, from what tfperf left in its run folder (a run
 file's train.out_dir): the doctor's verdict; examples/s of the pipeline alone, the compute
@@ -81,7 +82,8 @@ def leave_for_report(cfg: RunConfig, data: dict[str, Any], html_out: str | None)
 
     saved, error = save_result(cfg, data)
     if error is None:
-        console.print(f"[dim]saved {saved} (`tfperf report {saved.parent}` shows it)[/]")
+        shows = escape(shell_command("tfperf", "report", saved.parent))
+        console.print(f"[dim]saved {escape(str(saved))} (`{shows}` shows it)[/]")
     else:
         console.print(f"[yellow]warning: could not save {saved} ({escape(error)})[/]")
     if html_out is None:

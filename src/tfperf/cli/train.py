@@ -22,7 +22,7 @@ from tfperf.cli.common import (
     stdout_console,
 )
 from tfperf.train.strategy import bind_own_server, check_shared_job
-from tfperf.util.format import number, plural
+from tfperf.util.format import number, plural, shell_command
 
 if TYPE_CHECKING:
     from tfperf.train.loop import TrainResult
@@ -155,7 +155,8 @@ def register(app: typer.Typer) -> None:
                 f"--evaluator: the evaluator failed (exit status "
                 f"{result.evaluator['exit_code']}): {result.evaluator['error']}; see "
                 f"{result.evaluator['log']}; training finished and its checkpoints are kept "
-                f"(evaluate them: `tfperf evaluate {runfile} --watch --all`)"
+                "(evaluate them: "
+                f"`{shell_command('tfperf', 'evaluate', runfile, '--watch', '--all')}`)"
             )
             raise typer.Exit(1)
         if result.stopped_because == "signal":
@@ -199,7 +200,8 @@ def print_summary(result: TrainResult, console: Any) -> None:
     checkpoint = result.checkpoint or result.checkpoint_dir
     console.print(f"checkpoint: {escape(str(checkpoint))}", highlight=False)
     console.print(
-        f"TensorBoard: tensorboard --logdir {escape(str(result.log_dir))}", highlight=False
+        f"TensorBoard: {escape(shell_command('tensorboard', '--logdir', result.log_dir))}",
+        highlight=False,
     )
     if result.pipeline is not None and result.pipeline.stages:
         s = Table(title="input pipeline (tf.data's model, output first)")

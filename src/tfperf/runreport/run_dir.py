@@ -13,6 +13,7 @@ from typing import Any
 from tfperf.errors import UserError
 from tfperf.runreport.events import Series, read_scalars
 from tfperf.util.files import write_text_atomic
+from tfperf.util.format import shell_command
 
 SUMMARY_NAME = "summary.json"  # `tfperf train`: TrainResult.to_dict() and the run file
 DOCTOR_NAME = "doctor.json"  # `tfperf doctor`: its --json dict and the run file
@@ -122,7 +123,7 @@ def read_run_dir(run_dir: str | Path) -> RunRecord:
 
 def missing_parts(rec: RunRecord) -> dict[str, str]:
     """{part: what it is and the command that makes it} for each part `rec` lacks."""
-    run, out = rec.runfile, {}
+    run, out = shell_command(rec.runfile), {}
     here = "" if rec.run_dir is None else f" (its train.out_dir: {rec.run_dir})"
     if rec.summary is None:
         out["summary"] = (

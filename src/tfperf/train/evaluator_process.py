@@ -26,6 +26,7 @@ from tfperf.hooks import Hook, RunState
 from tfperf.train.checkpoints.folder import run_dirs
 from tfperf.train.checkpoints.save import CheckpointHook
 from tfperf.train.eval_outputs import last_record
+from tfperf.util.format import shell_command
 from tfperf.util.startup import without_gc_passes
 
 MODULE = "tfperf.train.evaluator_process"  # what the child runs (`python -m MODULE`)
@@ -138,7 +139,7 @@ class EvaluatorChild(Hook):
                 f"evaluator: exited with status {code} at training step {step}: "
                 f"{_last_error(self.log, self.offset) or 'see ' + str(self.log)}; training "
                 "goes on (evaluate its checkpoints later: "
-                f"`tfperf evaluate {self.runfile} --watch --all`)",
+                f"`{shell_command('tfperf', 'evaluate', self.runfile, '--watch', '--all')}`)",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,

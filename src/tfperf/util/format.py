@@ -5,6 +5,8 @@ cut."""
 
 from __future__ import annotations
 
+import shlex
+
 
 def number(value: float | None, *, small_digits: int = 1, missing: str = "-") -> str:
     """12,345 for values >= 100; 12.3 (small_digits decimals) below; `missing` for None."""
@@ -43,3 +45,9 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     if isinstance(value, str | bytes) and len(value) > limit:
         return f"{value[:limit]!r}... ({len(value) - limit:,} characters cut)"
     return cut(repr(value), limit)
+
+
+def shell_command(*words: object) -> str:
+    """A command for the user to paste, each word shell-quoted: a path with a space, `<`
+    or `;` stays one argument (`tfperf report 'runs/a<b'`)."""
+    return " ".join(shlex.quote(str(w)) for w in words)
