@@ -151,3 +151,24 @@ def test_a_required_rate_is_still_measured_in_calls_sized_to_the_limit():
     assert run.examples > 0
     # a quarter of the limit per call: 0.05 s / 0.02 s per step -> 2 steps, not 30
     assert max(calls[2:]) <= 3, calls
+
+
+def test_leading_dim_of_ragged_and_sparse_batches_counts_rows():
+    ragged = tf.ragged.constant([[1, 2, 3], [4], [5, 6]])  # 6 flat values, 3 rows
+    assert leading_dim(({"tags": ragged}, tf.zeros([3]))) == 3
+    sparse = tf.sparse.SparseTensor([[0, 1], [4, 0]], [1, 2], [5, 3])
+    assert leading_dim(sparse) == 5
+
+
+def test_pipeline_probe_counts_rows_of_ragged_and_sparse_batches():
+    """Counted from a ragged's flat values (expand_composites), a batch of 8 rows of up to
+    4 tags counted as its ~20 values."""
+    tags = tf.ragged.constant([[1] * (1 + i % 4) for i in range(64)], dtype=tf.int64)
+    ragged = tf.data.Dataset.from_tensor_slices((tags, tf.range(64))).ragged_batch(8)
+    m = measure_one(pipeline_probe("r", ragged, batches=4, warmup=1, chunk=4), repeats=1)
+    assert (m.runs[0].batches, m.runs[0].examples) == (4, 32)
+    sparse = tf.data.Dataset.range(64).map(
+        lambda i: tf.sparse.SparseTensor([[0], [2]], [i, i + 1], [5])
+    )
+    m = measure_one(pipeline_probe("s", sparse.batch(8), batches=4, warmup=1), repeats=1)
+    assert (m.runs[0].batches, m.runs[0].examples) == (4, 32)

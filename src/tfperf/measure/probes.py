@@ -32,14 +32,39 @@ OnRun = Callable[[str, int], None]  # (variant name, repeat index) after each ti
 
 
 def leading_dim(element: Any) -> int:
-    """Examples in one element: the first tensor's leading dimension (1 for scalars)."""
+    """Examples in one element: the first tensor's leading dimension (1 for scalars); a
+    ragged tensor's rows, a sparse one's first dense dimension."""
     import tensorflow as tf
 
+    # Not expand_composites: a ragged tensor's first leaf would be its flat values.
     flat = tf.nest.flatten(element)
     if not flat:
         return 1
-    shape = flat[0].shape
-    return int(shape[0]) if shape.rank else 1
+    first = flat[0]
+    if isinstance(first, tf.SparseTensor):
+        return int(first.dense_shape[0]) if first.shape.rank else 1
+    if isinstance(first, tf.RaggedTensor):
+        return int(first.nrows())
+    shape = first.shape
+    if not shape.rank:
+        return 1
+    return int(shape[0]) if shape[0] is not None else int(tf.shape(first)[0])
+
+
+def _rows(first: Any) -> Any:
+    """Rows of an element's first component inside a compiled function (an int64 tensor, or
+    1 for a scalar): a ragged tensor's nrows, a sparse one's dense_shape[0]."""
+    import tensorflow as tf
+
+    rank = first.shape.rank
+    if rank == 0:
+        return 1
+    if isinstance(first, tf.RaggedTensor):
+        return first.nrows(out_type=tf.int64)
+    if isinstance(first, tf.SparseTensor):
+        return first.dense_shape[0]
+    # One of unknown rank (a py_function's output) counts its rows at run time.
+    return tf.shape(first, out_type=tf.int64)[0]
 
 
 def repeat_if_finite(ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -68,12 +93,10 @@ def _consumer() -> Any:
     def consume(it: Any, n: Any) -> Any:
         count = tf.constant(0, tf.int64)
         for _ in tf.range(n):
+            # Elements here are batches; not expand_composites: a ragged or sparse first
+            # component counts its rows, not its flat values.
             first = tf.nest.flatten(next(it))[0]
-            # Elements here are batches: one of unknown rank (a py_function's output) counts
-            # its rows at run time, not as one example.
-            rank = first.shape.rank
-            rows = tf.shape(first, out_type=tf.int64)[0] if rank is None or rank > 0 else 1
-            count += tf.cast(rows, tf.int64)
+            count += tf.cast(_rows(first), tf.int64)
         return count
 
     return consume

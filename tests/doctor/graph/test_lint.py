@@ -60,3 +60,49 @@ def test_known_cardinality_and_a_rebuilt_graph():
     g = lint.read_graph(ds)
     again = lint.rebuild(g.graph_def, ds.element_spec)
     assert [list(b.numpy()) for b in again] == [list(b.numpy()) for b in ds]
+
+
+def _ragged_pipeline() -> tf.data.Dataset:
+    tags = tf.ragged.constant([[i % 7] * (1 + i % 4) for i in range(40)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices({"tags": tags, "y": tf.range(40)}).shuffle(10)
+    ds = ds.map(lambda d: ({"tags": d["tags"] * 2}, d["y"]))
+    return ds.ragged_batch(4).prefetch(2)
+
+
+def test_a_prefix_holding_ragged_tensors_keeps_its_structure():
+    """The graph records a ragged component as one opaque variant: a prefix rebuilt from
+    the flat types yielded variants that nothing could read (element_bytes crashed)."""
+    ds = _ragged_pipeline()
+    g = lint.read_graph(ds)
+    batch = next(st for st in g.stages if st.kind == "batch")
+    assert batch.composite and batch.element_spec == ds.element_spec
+    features, labels = next(iter(lint.prefix_dataset(g, batch)))
+    assert isinstance(features["tags"], tf.RaggedTensor) and features["tags"].nrows() == 4
+    assert labels.shape == (4,)
+    source = lint.prefix_dataset(g, g.stages[0])
+    assert next(iter(source))["tags"].numpy().tolist() == [0]  # a ragged row: a dense tensor
+
+
+def test_a_prefix_holding_sparse_tensors_keeps_its_structure_through_an_unbatch():
+    ds = tf.data.Dataset.range(10).map(
+        lambda i: tf.sparse.SparseTensor([[0], [2]], [i, i + 1], [5])
+    )
+    ds = ds.batch(3).unbatch().batch(2)
+    g = lint.read_graph(ds)
+    unbatch = next(st for st in g.stages if st.kind == "unbatch")
+    first = next(iter(lint.prefix_dataset(g, unbatch)))
+    assert isinstance(first, tf.SparseTensor)
+    assert tf.sparse.to_dense(first).numpy().tolist() == [0, 0, 1, 0, 0]
+    last = next(iter(lint.prefix_dataset(g, g.stages[-1])))
+    assert last.dense_shape.numpy().tolist() == [2, 5]
+
+
+def test_a_rebuilt_ragged_pipeline_carries_its_spec_back_through_pass_through_stages():
+    """A dataset rebuilt from its graph has no Python chain: the output's spec still holds
+    for the stages that keep their input's elements (prefetch), not before a map."""
+    ds = _ragged_pipeline()
+    g = lint.read_graph(lint.rebuild(lint.read_graph(ds).graph_def, ds.element_spec))
+    by_kind = {st.kind: st for st in g.stages}
+    assert by_kind["prefetch"].element_spec == ds.element_spec
+    assert by_kind["source"].element_spec is None  # its structure is not known here
+    assert next(iter(lint.prefix_dataset(g, by_kind["source"])))[0].dtype == tf.variant

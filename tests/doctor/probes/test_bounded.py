@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 import psutil
+import pytest
 import tensorflow as tf
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import (
     MEASURE_BUFFER,
+    UnmeasuredBytes,
     bounded,
     cache_findings,
     element_bytes,
@@ -178,3 +180,46 @@ def test_a_shuffle_after_a_decode_also_gets_the_bytes_before_the_decode():
     assert b.bytes_in[at] == 1024 and b.early_bytes == {at: 8}  # floats, then an int64 index
     first = tf.data.Dataset.range(100).shuffle(50).map(decode)  # nothing to move: no entry
     assert bounded(first, lint.read_graph(first), budget=2**30).early_bytes == {}
+
+
+def test_element_bytes_of_ragged_and_sparse_tensors_count_their_parts():
+    ragged = tf.ragged.constant([[1, 2, 3], [4]], dtype=tf.int32)  # 4 values, 3 row splits
+    assert element_bytes({"tags": ragged}) == 4 * 4 + 3 * 8
+    sparse = tf.sparse.SparseTensor([[0, 1], [2, 0]], tf.constant([1.0, 2.0]), [3, 4])
+    assert element_bytes(sparse) == 2 * 2 * 8 + 2 * 4 + 2 * 8
+
+
+def test_element_bytes_of_an_opaque_variant_is_not_measured():
+    variant = tf.raw_ops.RaggedTensorToVariant(
+        rt_nested_splits=[tf.constant([0, 1], tf.int64)],
+        rt_dense_values=tf.constant([1]),
+        batched_input=False,
+    )
+    with pytest.raises(UnmeasuredBytes, match="not measured: .*variant"):
+        element_bytes((variant, tf.constant(1)))
+
+
+def test_a_shuffle_of_ragged_examples_is_sized_from_their_values():
+    tags = tf.ragged.constant([[1] * (1 + i % 4) for i in range(200)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices((tags, tf.range(200))).shuffle(10_000)
+    ds = ds.ragged_batch(8)
+    graph = lint.read_graph(ds)
+    shuffle = next(st for st in graph.stages if st.kind == "shuffle")
+    b = bounded(ds, graph, budget=2**30)
+    # Mean of the first 4 examples: 1..4 int64 tags (2.5 * 8 B) and an int32 label.
+    assert b.bytes_in[shuffle.index] == int((1 + 2 + 3 + 4) * 8 / 4 + 4)
+    assert not b.capped and not b.unmeasured
+
+
+def test_a_shuffle_whose_elements_cannot_be_sized_is_timed_with_a_bounded_buffer():
+    """A pipeline rebuilt from its graph: the source's ragged structure is unknown, so its
+    element size is a note, and a huge buffer is timed with at most MEASURE_BUFFER."""
+    tags = tf.ragged.constant([[1] * (1 + i % 4) for i in range(50)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices(tags).shuffle(1_000_000).ragged_batch(8)
+    ds = lint.rebuild(lint.read_graph(ds).graph_def, ds.element_spec)
+    graph = lint.read_graph(ds)
+    shuffle = next(st for st in graph.stages if st.kind == "shuffle")
+    b = bounded(ds, graph, budget=2**30)
+    assert b.capped == {shuffle.index: MEASURE_BUFFER}
+    assert any("element size not measured" in note for note in b.notes)
+    assert sum(int(x.nrows()) for x in b.dataset) == 50

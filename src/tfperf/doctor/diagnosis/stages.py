@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tfperf.config import DoctorConfig
 from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.bounded import mean_bytes
+from tfperf.doctor.probes.bounded import UnmeasuredBytes, mean_bytes
 from tfperf.doctor.probes.target import dataset_probe
 from tfperf.doctor.rewrites.cache import cacheable_prefix, count_stage, element_count
 from tfperf.measure import Measurement, Probe
@@ -93,4 +93,7 @@ def cache_candidate(graph: lint.DatasetGraph) -> tuple[lint.GraphStage, int, int
     n = element_count(graph, count_stage(prefix))
     if n is None:
         return None
-    return last, n, n * mean_bytes(ds)
+    try:
+        return last, n, n * mean_bytes(ds)
+    except UnmeasuredBytes:
+        return None  # its size in RAM is unknown: no cache proposed

@@ -40,7 +40,9 @@ __all__ = [
 
 
 def prefix_dataset(graph: DatasetGraph, stage: GraphStage) -> tf.data.Dataset:
-    """The pipeline cut after `stage`, rebuilt from the graph as a dataset of flat tuples."""
+    """The pipeline cut after `stage`, rebuilt from the graph as a dataset of flat tuples
+    (with its own structure when it holds ragged or sparse tensors whose spec is known: as
+    flat tuples they would be opaque variants)."""
     import tensorflow as tf
 
     g = copy.deepcopy(graph.graph_def)
@@ -48,6 +50,8 @@ def prefix_dataset(graph: DatasetGraph, stage: GraphStage) -> tf.data.Dataset:
     for n in g.node:
         if n.op == "_Retval":
             n.input[0] = stage.name
+    if stage.composite and stage.element_spec is not None:
+        return rebuild(g, stage.element_spec)
     types = "output_types" if "output_types" in node.attr else "Toutput_types"
     specs = tuple(
         tf.TensorSpec(tf.TensorShape(s), tf.dtypes.as_dtype(t))

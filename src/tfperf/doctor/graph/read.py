@@ -107,6 +107,14 @@ class GraphStage:
     output_shapes: list[list[int | None] | None] = field(default_factory=list)
     files: int | None = None  # files read by a read stage, when known
     batched: bool = False  # a batch stage is at or before this one
+    # The stage's element spec, read from the Python dataset that made it, when its outputs
+    # hold variants (ragged or sparse tensors): the graph records only their flat tensors.
+    element_spec: Any = None
+
+    @property
+    def composite(self) -> bool:
+        """Its elements hold variant tensors: ragged or sparse components (or datasets)."""
+        return "variant" in self.output_dtypes
 
     @property
     def padded(self) -> bool:
@@ -361,4 +369,61 @@ def read_graph(ds: tf.data.Dataset) -> DatasetGraph:
         if st.kind == "unbatch":
             batched = False
         st.batched = batched
+    if any(st.composite for st in stages):
+        _composite_specs(ds, stages)
     return DatasetGraph(graph_def, stages, ds.element_spec, ds.options().deterministic)
+
+
+def _python_chain(ds: tf.data.Dataset) -> list[Any]:
+    """The Python datasets behind `ds`, source first, following each one's first input as
+    the graph's chain does; those that reuse their input's graph node (a restructuring)
+    are left out, so that each stands for one dataset op."""
+    chain: list[Any] = []
+    node: Any = ds
+    while node is not None:
+        inputs = node._inputs() if hasattr(node, "_inputs") else []
+        parent = inputs[0] if inputs else None
+        same_op = parent is not None and node._variant_tensor is parent._variant_tensor
+        if not same_op:
+            chain.append(node)
+        node = parent
+    chain.reverse()
+    return chain
+
+
+def _flat_dtypes(spec: Any) -> list[str]:
+    from tensorflow.python.data.util import structure
+
+    return [s.dtype.name for s in structure.get_flat_tensor_specs(spec)]
+
+
+def _composite_specs(ds: tf.data.Dataset, stages: list[GraphStage]) -> None:
+    """Sets the element spec of the stages whose outputs hold ragged or sparse tensors: from
+    the Python dataset of each stage when the two chains pair one to one (same length, same
+    flat dtypes), else from the output's spec carried back through the stages that keep
+    their input's elements (shuffle, prefetch, cache...). A stage left without one yields
+    its flat tensors (variants) when cut: see lint.prefix_dataset."""
+    try:
+        chain = _python_chain(ds)
+        paired = len(chain) == len(stages) and all(
+            _flat_dtypes(p.element_spec) == st.output_dtypes
+            for p, st in zip(chain, stages, strict=True)
+        )
+    except Exception:  # noqa: BLE001 - a dataset class without the private API: no pairing
+        paired = False
+    if paired:
+        for p, st in zip(chain, stages, strict=True):
+            if st.composite:
+                st.element_spec = p.element_spec
+        return
+    for st in reversed(stages):
+        if st.composite and _flat_dtypes(ds.element_spec) == st.output_dtypes:
+            st.element_spec = ds.element_spec
+        if st.kind not in _SAME_ELEMENTS:
+            break
+
+
+# Stages whose elements are their input's, structure and all: a spec carries through them.
+_SAME_ELEMENTS = frozenset(
+    {"shuffle", "repeat", "prefetch", "cache", "options", "take", "skip", "shard", "filter"}
+)

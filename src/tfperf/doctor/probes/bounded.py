@@ -38,6 +38,7 @@ class Bounded:
     early_bytes: dict[int, int] = field(default_factory=dict)
     capped: dict[int, int] = field(default_factory=dict)  # shuffle stage -> measured buffer
     oversize_caches: list[tuple[lint.GraphStage, int | None, int]] = field(default_factory=list)
+    unmeasured: dict[int, str] = field(default_factory=dict)  # stage -> why its size is unknown
 
     @property
     def cache_notes(self) -> list[str]:
@@ -55,17 +56,34 @@ class Bounded:
             if st.index in self.capped
         ]
         out += self.cache_notes
+        out += [
+            f"{st.label}: element size {self.unmeasured[st.index]}"
+            for st in self.graph.stages
+            if st.index in self.unmeasured
+        ]
         return out
 
 
+class UnmeasuredBytes(ValueError):
+    """An element whose bytes cannot be read: it holds opaque variant tensors."""
+
+
 def element_bytes(element: Any) -> int:
-    """Bytes held by one element (strings by their length)."""
+    """Bytes held by one element (strings by their length; a ragged tensor by its values
+    and row splits, a sparse one by its indices, values and shape). UnmeasuredBytes for an
+    opaque variant (a ragged or sparse tensor whose structure the graph lost, a dataset)."""
     # TensorFlow is imported on first use so that `tfperf --help` stays fast.
     import numpy as np
     import tensorflow as tf
 
     total = 0
-    for t in tf.nest.flatten(element):
+    # expand_composites: a RaggedTensor or SparseTensor as the dense tensors it is made of.
+    for t in tf.nest.flatten(element, expand_composites=True):
+        if getattr(t, "dtype", None) == tf.variant:
+            raise UnmeasuredBytes(
+                "not measured: its elements hold opaque variant tensors (ragged or sparse "
+                "tensors whose structure the dataset's graph does not record)"
+            )
         value = np.asarray(t.numpy() if hasattr(t, "numpy") else t)
         if value.dtype == object:
             total += sum(len(v) for v in np.ravel(value)) + 8 * value.size
@@ -131,11 +149,18 @@ def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bound
         if st.index == 0 or st.kind not in ("shuffle", "cache"):
             continue
         before = _prefix_before(work, st)
-        per = mean_bytes(before)
+        try:
+            per = mean_bytes(before)
+        except UnmeasuredBytes as exc:
+            _unmeasured(out, g, st, before, str(exc))
+            continue
         out.bytes_in[st.index] = per
         maps = lint.maps_before(graph, st) if st.kind == "shuffle" else []
         if maps:
-            out.early_bytes[st.index] = mean_bytes(_prefix_before(work, maps[0]))
+            try:
+                out.early_bytes[st.index] = mean_bytes(_prefix_before(work, maps[0]))
+            except UnmeasuredBytes:
+                pass  # the shuffle's move before the maps is then not weighed
         if st.kind == "shuffle" and st.buffer_size and st.buffer_size > 0:
             plan = plan_shuffle_buffer(st.buffer_size, per, budget / 2**20)
             if plan.granted < plan.requested:
@@ -153,6 +178,21 @@ def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bound
     gone = {st.index for st, _, _ in out.oversize_caches}
     out.graph.stages = [st for st in graph.stages if st.index not in gone]
     return out
+
+
+def _unmeasured(
+    out: Bounded, g: Any, st: lint.GraphStage, before: tf.data.Dataset, why: str
+) -> None:
+    """A shuffle or cache whose elements' size cannot be read: the RAM it needs is unknown,
+    so a shuffle is timed with at most MEASURE_BUFFER elements and an endless in-memory
+    cache is left out (it would fill forever), as for one known to be over the budget."""
+    out.unmeasured[st.index] = why
+    if st.kind == "shuffle" and st.buffer_size and st.buffer_size > MEASURE_BUFFER:
+        out.capped[st.index] = MEASURE_BUFFER
+        _set_buffer(g, st, MEASURE_BUFFER)
+    elif st.kind == "cache" and memory_cache(g, st) and lint.infinite(before):
+        out.oversize_caches.append((st, None, 0))
+        _bypass(g, st)
 
 
 def cache_findings(b: Bounded, budget: int) -> list[Finding]:

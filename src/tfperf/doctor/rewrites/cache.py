@@ -13,7 +13,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.bounded import mean_bytes, memory_cache
+from tfperf.doctor.probes.bounded import UnmeasuredBytes, mean_bytes, memory_cache
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -164,7 +164,10 @@ def cache_work(
         work = _without(work, old)
     cached = lint.prefix_dataset(work, end)
     n = element_count(work, count_stage(prefix))
-    held = (2 if shuffle is not None else 1) * (n or 0) * mean_bytes(cached)
+    try:
+        held = (2 if shuffle is not None else 1) * (n or 0) * mean_bytes(cached)
+    except UnmeasuredBytes:
+        return None  # its size in RAM is unknown: no cache proposed
     if n is None or held > budget:
         return None
     out = cached.cache()

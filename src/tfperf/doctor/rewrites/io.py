@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfperf.data.pipeline_sizes import plan_shuffle_buffer
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.bounded import mean_bytes
+from tfperf.doctor.probes.bounded import UnmeasuredBytes, mean_bytes
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -218,8 +218,13 @@ def cache_before_random(
     rand, cache = found
     before = graph.stages[rand.index - 1]
     n = lint.known_cardinality(lint.prefix_dataset(graph, before))
-    if n is None or n * mean_bytes(lint.prefix_dataset(graph, before)) > budget:
+    if n is None:
         return None
+    try:
+        if n * mean_bytes(lint.prefix_dataset(graph, before)) > budget:
+            return None
+    except UnmeasuredBytes:
+        return None  # its size in RAM is unknown: not moved
     g = copy.deepcopy(graph.graph_def)
     nodes = _nodes(g)
     cache_node, rand_node, prev = nodes[cache.name], nodes[rand.name], nodes[before.name]
