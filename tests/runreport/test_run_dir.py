@@ -1,9 +1,10 @@
 """runreport/run_dir: what train and the doctor leave in a run folder, read back with each
 missing part named with the command that makes it; a folder that is not a run, or a
-damaged JSON file, is a UserError."""
+damaged JSON file, or one of the wrong shape (named with its field), is a UserError."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -19,6 +20,7 @@ from tfperf.runreport.run_dir import (
     save_json,
     save_summary,
 )
+from tfperf.runreport.shapes import ShapeError
 
 
 def test_save_summary_writes_the_run_file_beside_the_summary(tmp_path):
@@ -95,4 +97,72 @@ def test_a_damaged_summary_is_named_with_what_to_do(tmp_path):
     with pytest.raises(UserError, match=f"{SUMMARY_NAME}: cannot be read as JSON.*run the command"):
         read_run_dir(tmp_path)
     (tmp_path / SUMMARY_NAME).write_text("[1, 2]")  # JSON, but not tfperf's dict
-    assert read_run_dir(tmp_path).summary is None
+    with pytest.raises(
+        ShapeError, match=r"the top level: expected an object \{...\}, found a list"
+    ):
+        read_run_dir(tmp_path)
+
+
+def _doctor(diagnosis, fix, edit):
+    data = {"runfile": "run.yaml", "diagnosis": copy.deepcopy(diagnosis), "fix": copy.deepcopy(fix)}
+    edit(data)
+    return data
+
+
+# Valid JSON of another shape: each made the report stop with a TypeError or KeyError.
+WRONG_DOCTOR = {
+    "stages_text": (
+        lambda d: d["diagnosis"].update(stages="abc"),
+        "field 'diagnosis.stages': expected a list [...], found text, 'abc'",
+    ),
+    "rate_text": (
+        lambda d: d["diagnosis"]["pipeline"].update(examples_per_s="fast"),
+        "field 'diagnosis.pipeline.examples_per_s': expected a number, found text, 'fast'",
+    ),
+    "no_verdict": (
+        lambda d: d["diagnosis"].pop("verdict"),
+        "field 'diagnosis.verdict': expected a field 'verdict', found nothing (no such field)",
+    ),
+    "stage_label": (
+        lambda d: d["diagnosis"]["stages"][1].update(label=None),
+        "field 'diagnosis.stages[1].label': expected text, found null",
+    ),
+    "trial_without_range": (
+        lambda d: d["fix"]["trials"][0].pop("low"),
+        "field 'fix.trials[0].low': expected a number (the trial has a ratio), found null",
+    ),
+    "check_a_list": (
+        lambda d: d["fix"].update(check=[1, 2]),
+        "field 'fix.check': expected an object {...}, found a list, [1, 2]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_DOCTOR))
+def test_a_doctor_json_of_the_wrong_shape_names_the_file_and_field(
+    tmp_path, diagnosis, fix, case, cli
+):
+    edit, expected = WRONG_DOCTOR[case]
+    save_json(tmp_path / DOCTOR_NAME, _doctor(diagnosis, fix, edit))
+    res = cli("report", tmp_path)
+    assert res.exit_code == 2, res.output
+    msg = " ".join(res.stderr.split())
+    assert f"{tmp_path / DOCTOR_NAME}: {expected}" in msg, msg
+    assert "`tfperf doctor RUNFILE`" in msg and "Traceback" not in res.output
+    assert not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        ({"final_loss": None}, "field 'final_loss': expected a number, found null"),
+        ({"examples_per_sec": [1]}, "field 'examples_per_sec': expected a number, found a list"),
+        ({"runfile": 3}, "field 'runfile': expected text, found a number, 3"),
+    ],
+)
+def test_a_summary_json_of_the_wrong_shape_names_the_file_and_field(tmp_path, summary, expected):
+    save_json(tmp_path / SUMMARY_NAME, {"steps": 10, "input_bound_fraction": 0.5, **summary})
+    with pytest.raises(ShapeError) as err:
+        read_run_dir(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / SUMMARY_NAME}: {expected}")
+    assert "`tfperf train RUNFILE`" in str(err.value)

@@ -12,8 +12,9 @@ from typing import Any
 
 from tfperf.errors import UserError
 from tfperf.runreport.events import Series, read_scalars
+from tfperf.runreport.shapes import DOCTOR, SUMMARY, check_shape
 from tfperf.util.files import write_text_atomic
-from tfperf.util.format import shell_command
+from tfperf.util.format import cut, shell_command
 
 SUMMARY_NAME = "summary.json"  # `tfperf train`: TrainResult.to_dict() and the run file
 DOCTOR_NAME = "doctor.json"  # `tfperf doctor`: its --json dict and the run file
@@ -60,17 +61,20 @@ class RunRecord:
         return "RUNFILE"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path, spec: Any, writer: str) -> dict[str, Any] | None:
+    """The JSON object at `path` (None when there is none), checked to be of the shape
+    `spec` the report reads (shapes.py): else a UserError naming the file and the field."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
         raise UserError(
-            f"{path}: cannot be read as JSON ({exc}); it is written by tfperf: run the command "
-            "that made it again, or delete it"
+            f"{path}: cannot be read as JSON ({cut(str(exc))}); it is written by tfperf: run "
+            "the command that made it again, or delete it"
         ) from None
-    return data if isinstance(data, dict) else None
+    check_shape(data, spec, path, writer)
+    return data
 
 
 def _eval_from_results(path: Path) -> dict[str, Series]:
@@ -113,8 +117,8 @@ def read_run_dir(run_dir: str | Path) -> RunRecord:
     if not any((run_dir / m).exists() for m in MARKERS):
         raise _not_a_run(run_dir, "holds nothing tfperf wrote")
     rec = RunRecord(run_dir=run_dir)
-    rec.summary = _read_json(run_dir / SUMMARY_NAME)
-    rec.doctor = _read_json(run_dir / DOCTOR_NAME)
+    rec.summary = _read_json(run_dir / SUMMARY_NAME, SUMMARY, "tfperf train RUNFILE")
+    rec.doctor = _read_json(run_dir / DOCTOR_NAME, DOCTOR, "tfperf doctor RUNFILE")
     rec.train = read_scalars(run_dir / TRAIN_LOGS)
     rec.eval = read_scalars(run_dir / EVAL_LOGS) or _eval_from_results(run_dir / EVAL_RESULTS)
     rec.missing = missing_parts(rec)
