@@ -125,10 +125,18 @@ class ModelConfig(_Section):
         description="'module:function' returning a Keras 3 model (a module beside the run "
         "file is found); default: the workload's",
     )
-    loss: str | None = Field(
+    # Several outputs take a list (the outputs' order) or a dict keyed by output name, as
+    # Keras' compile does; one name applies to every output.
+    loss: str | list[str | None] | dict[str, str | None] | None = Field(
         None,
         description="a Keras loss name (e.g. sparse_categorical_crossentropy, or "
-        "binary_crossentropy_from_logits); default: the compiled model's, else the workload's",
+        "binary_crossentropy_from_logits), or one per output (a list, or a dict keyed by "
+        "output name); default: the compiled model's, else the workload's",
+    )
+    loss_weights: list[float] | dict[str, float] | None = Field(
+        None,
+        description="each output's weight in the total loss (a list, or a dict keyed by output "
+        "name); default: the compiled model's, else 1 each",
     )
     optimizer: str = Field("adam", description="a Keras optimizer name")
     learning_rate: float = Field(1e-3, gt=0, description="peak learning rate")
@@ -136,9 +144,11 @@ class ModelConfig(_Section):
         "constant", description="learning-rate schedule after the warm-up"
     )
     warmup_steps: int = Field(0, ge=0, description="steps of linear learning-rate warm-up")
-    metrics: list[str] | None = Field(
+    metrics: list[str | list[str] | None] | dict[str, str | list[str]] | None = Field(
         None,
-        description="per-example Keras metric names (e.g. [accuracy, mae]); default: the "
+        description="Keras metric names (e.g. [accuracy, mae, auc]; stateful ones such as "
+        "auc, precision, recall are reported as fit reports them); with several outputs a "
+        "dict keyed by output name or a list with an entry per output; default: the "
         "workload's, else the compiled model's",
     )
 

@@ -57,17 +57,18 @@ def _cfg(tmp_path, *overrides: str, **model):
 
 def test_the_run_files_loss_and_metrics_win_over_the_compiled_models(tmp_path):
     cfg = _cfg(tmp_path, name="MODULE:compiled", loss="mae", metrics=["mse"])
-    model, loss, metrics = build_model_and_loss(cfg)
+    model, wanted = build_model_and_loss(cfg)
     assert isinstance(model, keras.Model)
-    assert (loss.name, loss.where) == ("mae", "model.loss")
-    assert list(metrics) == ["mse"]
+    assert (wanted.loss, wanted.loss_where) == ("mae", "model.loss")
+    assert wanted.metrics == ["mse"]
 
 
 def test_a_compiled_model_supplies_loss_metrics_and_optimizer(tmp_path):
     cfg = _cfg(tmp_path, name="MODULE:compiled")
-    model, loss, metrics = build_model_and_loss(cfg)
-    assert (loss.name, loss.where) == ("mse", "the compiled model's loss")
-    assert list(metrics) == ["mae"]
+    model, wanted = build_model_and_loss(cfg)
+    assert (wanted.loss, wanted.loss_where) == ("mse", "the compiled model's loss")
+    assert wanted.metrics == ["mae"]
+    assert build_model_and_loss(cfg, metrics=False)[1].metrics is None  # the doctor's
     opt = make_optimizer(cfg, model, total_steps=100)
     assert opt is model.optimizer and float(opt.learning_rate) == pytest.approx(0.003)
     # A learning rate in the run file is the run file's optimizer (adam by default).
@@ -83,7 +84,7 @@ def test_no_model_or_no_loss_is_a_model_error(tmp_path):
     with pytest.raises(ModelError, match=r"model.loss: expected a Keras loss name"):
         build_model_and_loss(_cfg(tmp_path, name="MODULE:plain"))
     cfg = _cfg(tmp_path, name="MODULE:plain", loss="mse", optimizer="nope")
-    model, _, _ = build_model_and_loss(cfg)
+    model, _ = build_model_and_loss(cfg)
     with pytest.raises(ModelError, match=r"model.optimizer: .* found 'nope'"):
         make_optimizer(cfg, model, 100)
 

@@ -22,7 +22,7 @@ from tfperf.train.checkpoints.folder import resolve_prefix, run_dirs
 from tfperf.train.eval_outputs import check_eval_metric
 from tfperf.train.fit_check import check_fit
 from tfperf.train.model import adapt_features, build_model_and_loss
-from tfperf.train.objectives import per_example
+from tfperf.train.objectives import to_float32
 from tfperf.train.run_input import first_of
 from tfperf.train.warm_start import read_checkpoint_variables
 from tfperf.util.progress import progress_bar
@@ -85,16 +85,13 @@ class Evaluator:
         self.cfg = cfg
         self.progress = progress
         self.max_batches = max_batches or cfg.eval.steps
-        self.model, self.loss_fn, self.metric_fns = build_model_and_loss(cfg)
+        self.model, wanted = build_model_and_loss(cfg)
         self._adapt = adapt_features
         self.dataset = eval_dataset(cfg, self.max_batches)
-        # Builds the model and checks it against the eval batches (inputs, output, labels).
-        check_fit(
-            cfg,
-            self.model,
-            self.dataset.element_spec,
-            [self.loss_fn, *self.metric_fns.values()],
-            first_of(self.dataset),
+        # Builds the model, checks it against the eval batches (inputs, outputs, labels) and
+        # pairs the outputs with the labels, losses and metrics.
+        self.objectives = check_fit(
+            cfg, self.model, self.dataset.element_spec, wanted, first_of(self.dataset)
         )
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         # Only model and step: the evaluator never needs the optimizer or the iterator.
@@ -102,14 +99,21 @@ class Evaluator:
         # Batch shapes vary (the last batch of an epoch): trace generically, not per shape.
         self._batch_fn = tf.function(self._batch, reduce_retracing=True)
 
-    def _batch(self, features: Any, labels: Any) -> dict[str, Any]:
+    @property
+    def metric_names(self) -> list[str]:
+        """The names of every metric `measure` reports besides the loss."""
+        return self.objectives.names
+
+    def _batch(self, features: Any, labels: Any, sample_weight: Any = None) -> dict[str, Any]:
         import tensorflow as tf
 
         pred = self.model(self._adapt(self.model, features), training=False)
-        per = per_example(self.loss_fn(labels, pred))
+        pred = tf.nest.map_structure(to_float32, pred)
+        per, each = self.objectives.losses(labels, pred, sample_weight)
         out = {"_n": tf.cast(tf.shape(per)[0], tf.float32), "loss": tf.reduce_sum(per)}
-        for name, fn in self.metric_fns.items():
-            out[name] = tf.reduce_sum(per_example(fn(labels, pred)))
+        values = {**each, **self.objectives.metric_values(labels, pred)}
+        out.update({name: tf.reduce_sum(v) for name, v in values.items()})
+        self.objectives.update_stateful(labels, pred)
         return out
 
     def check_fits(self, prefix: str) -> None:
@@ -147,14 +151,18 @@ class Evaluator:
             transient=True,
             console=console,
         ) as bar:
-            for features, labels in ds:
-                for k, v in self._batch_fn(features, labels).items():
+            # Stateful metrics (AUC, ...) over the whole split, as evaluate reports them.
+            self.objectives.reset_stateful()
+            for batch in ds:
+                for k, v in self._batch_fn(*batch).items():  # (x, y) or (x, y, sample_weight)
                     sums[k] = sums.get(k, 0.0) + float(v)
                 bar.advance()
         n = sums.pop("_n", 0.0)
         if n == 0:
             raise UserError(f"data.eval_split: '{self.cfg.data.eval_split}' gave no examples")
-        return {k: v / n for k, v in sums.items()}, int(n)
+        means = {k: v / n for k, v in sums.items()}
+        means.update({k: float(m.result()) for k, m in self.objectives.stateful})
+        return means, int(n)
 
 
 def evaluate_checkpoint(cfg: RunConfig, path: str) -> dict[str, float]:

@@ -17,7 +17,8 @@ from tfperf.errors import UserError
 from tfperf.inputs.user_code import describe_failure
 from tfperf.train.label_range import explain, from_kernel_error, label_span, out_of_range
 from tfperf.train.model import adapt_features, zeros_batch
-from tfperf.train.objectives import Objective, binary_or_sparse
+from tfperf.train.objectives import Objective, Stateful, binary_or_sparse, match_rank
+from tfperf.train.outputs import Objectives, Wanted, bind, pick
 from tfperf.util.imports import load_object
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def model_home(cfg: RunConfig) -> str:
 def split_batch(cfg: RunConfig, spec: Any) -> tuple[Any, Any]:
     """(features spec, labels spec) of the dataset's batches, or a FitError saying how to
     make (features, labels) pairs."""
-    if isinstance(spec, (tuple, list)) and len(spec) == 2:
+    if isinstance(spec, (tuple, list)) and len(spec) in (2, 3):  # (x, y) or (x, y, sample_weight)
         return spec[0], spec[1]
     found = (
         _shapes(spec, cfg.pipeline.batch_size)
@@ -242,7 +243,7 @@ class _Static:
 
 
 def check_outputs(
-    cfg: RunConfig, out: Any, labels_spec: Any, objectives: Sequence[Objective]
+    cfg: RunConfig, out: Any, labels_spec: Any, objectives: Sequence[Objective | Stateful]
 ) -> None:
     """A FitError when the model output's shape does not fit the labels for the loss or a
     metric (single-output models with single labels; others are left to the first step)."""
@@ -263,7 +264,7 @@ def check_outputs(
         )
 
 
-def takes_class_indices(obj: Objective, out: Any, labels: Any) -> bool:
+def takes_class_indices(obj: Objective | Stateful, out: Any, labels: Any) -> bool:
     """Whether `obj` reads the labels as class indices for outputs of static shape `out`."""
     if obj.labels == "sparse":
         return True
@@ -274,7 +275,7 @@ def takes_class_indices(obj: Objective, out: Any, labels: Any) -> bool:
 
 
 def check_label_range(
-    cfg: RunConfig, out: Any, labels: Any, objectives: Sequence[Objective], seen: str
+    cfg: RunConfig, out: Any, labels: Any, objectives: Sequence[Objective | Stateful], seen: str
 ) -> None:
     """A FitError when real class-index `labels` reach past the model's output units."""
     import tensorflow as tf
@@ -295,12 +296,18 @@ def check_fit(
     cfg: RunConfig,
     model: keras.Model,
     spec: Any,
-    objectives: Sequence[Objective],
+    wanted: Wanted,
     sample: Callable[[], Any] | None = None,
-) -> None:
-    """Runs the model once on a batch's features (building it) and checks its output
-    against the labels; call inside the strategy's scope. `sample()` gives one real batch
-    of the dataset, used where zeros cannot stand in for it (needs_real_batch)."""
+    *,
+    metrics: bool = True,
+) -> Objectives:
+    """Runs the model once on a batch's features (building it), pairs its outputs with the
+    labels and the loss, loss weights and metrics `wanted` (train/outputs.py), and checks
+    each output against its labels; call inside the strategy's scope. `sample()` gives one
+    real batch of the dataset, used where zeros cannot stand in for it (needs_real_batch).
+    Returns the paired objectives; `metrics=False` leaves the metrics out."""
+    import tensorflow as tf
+
     features_spec, labels_spec = split_batch(cfg, spec)
 
     def features() -> Any:  # the real batch's features, when sample() gives one
@@ -308,16 +315,58 @@ def check_fit(
         return split_batch(cfg, batch)[0] if batch is not None else None
 
     out = run_on_zeros(cfg, model, features_spec, features)
-    check_outputs(cfg, out, labels_spec, objectives)
+    batch = cfg.pipeline.batch_size
+    where = cfg.data.pipeline or "the pipeline"
+    fix = (
+        f"return the labels from {where} as a dict keyed by the output names (or a list in "
+        f"the outputs' order), or change the model's outputs in {model_home(cfg)}"
+    )
+    objectives = bind(wanted, model, out, labels_spec, batch=batch, fix=fix, metrics=metrics)
+    for head in objectives.heads:
+        check_outputs(
+            cfg, pick(out, head.pred_key), pick(labels_spec, head.label_key), head.checked
+        )
+    build_stateful(cfg, objectives, out, labels_spec)
+    if sample is None:
+        return objectives
+    for head in objectives.heads:
+        o, lab = pick(out, head.pred_key), pick(labels_spec, head.label_key)
+        if not (tf.is_tensor(o) and isinstance(lab, tf.TensorSpec)):
+            continue
+        if any(takes_class_indices(x, o.shape, lab.shape) for x in head.checked):
+            real = sample()  # the real labels: zeros cannot show their range
+            if real is not None:
+                labels = pick(split_batch(cfg, real)[1], head.label_key)
+                check_label_range(cfg, o, labels, head.checked, "the first batch")
+    return objectives
+
+
+def build_stateful(cfg: RunConfig, objectives: Objectives, out: Any, labels_spec: Any) -> None:
+    """Creates the stateful metrics' variables now (not while the train function is traced)
+    by updating each once on zeros labels, then resets them; a metric that cannot read these
+    outputs and labels is named."""
+    if not objectives.stateful:
+        return
     import tensorflow as tf
 
-    if sample is None or not (tf.is_tensor(out) and isinstance(labels_spec, tf.TensorSpec)):
-        return
-    if any(takes_class_indices(o, out.shape, labels_spec.shape) for o in objectives):
-        batch = sample()  # the real labels: zeros cannot show their range
-        if batch is not None:
-            labels = split_batch(cfg, batch)[1]
-            check_label_range(cfg, out, labels, objectives, "the first batch")
+    try:
+        for head in objectives.heads:
+            o, spec = pick(out, head.pred_key), pick(labels_spec, head.label_key)
+            if not head.stateful or not tf.is_tensor(o):
+                continue
+            # Zeros labels as many as the output's rows (a real batch may have stood in).
+            dims = [1 if d is None else d for d in spec.shape.as_list()[1:]]
+            labels = tf.zeros([o.shape[0] or 1, *dims], spec.dtype)
+            for _, s in head.stateful:
+                s.metric.update_state(match_rank(labels, o), o)
+    except Exception as exc:  # noqa: BLE001 - whatever the metric raises is reported
+        names = [n for n, _ in objectives.stateful]
+        raise FitError(
+            f"model.metrics: the stateful metric(s) {names} cannot read the model's outputs "
+            f"and the labels: {describe_failure(exc)}; change model.metrics in "
+            f"{cfg.origin('model.metrics')}"
+        ) from None
+    objectives.reset_stateful()
 
 
 @contextmanager

@@ -191,7 +191,7 @@ def _start_evaluator(session: TrainSession, overrides: Sequence[str]) -> Evaluat
     cfg = session.cfg
     if cfg.source is None:
         raise UserError("--evaluator: needs a run file (the evaluator reads the same one)")
-    check_eval_settings(cfg, list(session.parts.train_step.metric_fns))
+    check_eval_settings(cfg, session.parts.train_step.metric_names)
     child = EvaluatorChild(cfg.source, list(overrides), session.dirs.out_dir, session.dirs.log_dir)
     session.hooks.hooks.append(child)  # last: its end waits for the checkpoint hook's FINAL
     return child

@@ -1,5 +1,6 @@
-"""The run file's model (or the workload's) with the loss and metrics it trains with
-(resolved by name in train/objectives.py), its optimizer and learning-rate schedule (or
+"""The run file's model (or the workload's) with the loss, loss weights and metrics it
+trains with (paired with its outputs in train/outputs.py, resolved by name in
+train/objectives.py), its optimizer and learning-rate schedule (or
 the compiled model's, or the workload's), and how a batch's features are fed to it: the
 parts the train step (train/step.py) and the evaluator share.
 """
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.inputs.user_code import call_user
-from tfperf.train.objectives import Objective, metric_name, resolve_loss, resolve_metric
+from tfperf.train.outputs import Wanted
 from tfperf.util.imports import load_object
 
 if TYPE_CHECKING:
@@ -28,12 +29,15 @@ class ModelError(UserError):
 
 
 # ---- the model, loss, metrics and optimizer -----------------------------------------------
-def build_model_and_loss(cfg: RunConfig) -> tuple[keras.Model, Objective, dict[str, Objective]]:
-    """(keras.Model, per-example loss fn(y_true, y_pred), {name: per-example metric fn}).
+def build_model_and_loss(cfg: RunConfig, metrics: bool = True) -> tuple[keras.Model, Wanted]:
+    """(keras.Model, the loss, loss weights and metrics wanted), not yet paired with the
+    model's outputs (train/outputs.py's `bind` pairs them, given one batch).
 
     The model comes from model.name ('module:function') or the workload. The loss is the
-    run file's model.loss, else the compiled model's, else the workload's; metrics likewise
-    (run file, workload, compiled model).
+    run file's model.loss, else the compiled model's, else the workload's; its loss weights
+    the run file's model.loss_weights, else the compiled model's; metrics the run file's,
+    else the workload's, else the compiled model's. `metrics=False` reads none (the doctor
+    times the bare step and never needs them).
     """
     import keras
 
@@ -73,15 +77,26 @@ def build_model_and_loss(cfg: RunConfig) -> tuple[keras.Model, Objective, dict[s
             "model.loss: expected a Keras loss name (e.g. mse, binary_crossentropy), "
             "found nothing set and the model is not compiled"
         )
-    loss = resolve_loss(loss_spec, where)
-    if cfg.model.metrics is not None:
-        names, where = list(cfg.model.metrics), "model.metrics"
-    elif wl is not None and wl.metrics:
-        names, where = list(wl.metrics), f"workload {wl.name}'s metrics"
+    weights: Any
+    if cfg.model.loss_weights is not None:
+        weights, weights_where = cfg.model.loss_weights, "model.loss_weights"
     else:
-        names, where = list(compiled.get("metrics") or []), "the compiled model's metrics"
-    metrics = {metric_name(m): resolve_metric(m, where) for m in names}
-    return model, loss, metrics
+        # The compiled model's weights go with its own loss only.
+        own = where == "the compiled model's loss"
+        weights = compiled.get("loss_weights") if own else None
+        weights_where = "the compiled model's loss_weights"
+    names: Any = None
+    metrics_where = "model.metrics"
+    if not metrics:
+        pass
+    elif cfg.model.metrics is not None:
+        names = cfg.model.metrics
+    elif wl is not None and wl.metrics:
+        names, metrics_where = list(wl.metrics), f"workload {wl.name}'s metrics"
+    else:
+        names, metrics_where = compiled.get("metrics") or [], "the compiled model's metrics"
+    wanted = Wanted(loss_spec, where, weights, weights_where, names, metrics_where)
+    return model, wanted
 
 
 def make_optimizer(

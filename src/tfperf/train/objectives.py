@@ -142,8 +142,29 @@ def metric_name(spec: Any) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "name", getattr(spec, "__name__", "m"))
 
 
-def resolve_metric(spec: Any, where: str) -> Objective:
-    """Per-example metric functions only: they reduce correctly across replicas and steps."""
+@dataclass(frozen=True)
+class Stateful:
+    """A Keras metric with state (AUC, Precision, Recall, MeanIoU, ...): updated batch by
+    batch and read at the end, as fit and evaluate report it. Its labels are not checked."""
+
+    metric: Any  # a fresh keras.metrics.Metric, its own for this output
+    name: str
+    where: str
+    labels: str = "any"
+
+
+def fresh_metric(metric: Any) -> Any:
+    """A new instance of a Keras metric object (one per output and per build: an instance
+    the user compiled with keeps its own state)."""
+    try:
+        return type(metric).from_config(metric.get_config())
+    except Exception:  # noqa: BLE001 - a metric without a working config: the object itself
+        return metric
+
+
+def resolve_metric(spec: Any, where: str) -> Objective | Stateful:
+    """A per-example metric function (reduced like the loss across replicas and steps), or
+    a stateful Keras metric (AUC, Precision, ...) updated batch by batch."""
     import keras
 
     name = metric_name(spec)
@@ -158,11 +179,13 @@ def resolve_metric(spec: Any, where: str) -> Objective:
     if fn is not None:
         kwargs = dict(getattr(obj, "_fn_kwargs", {}) or {})
         return Objective(lambda y, p: fn(y, p, **kwargs), name, where, _labels_kind(name, fn))
-    if callable(obj) and not isinstance(obj, keras.metrics.Metric):
+    if isinstance(obj, keras.metrics.Metric):
+        return Stateful(fresh_metric(obj), name, where)
+    if callable(obj):
         return Objective(obj, name, where, _labels_kind(name, obj))
     raise ObjectiveError(
-        f"{where}: metric {spec!r} is not a per-example function (e.g. mae, accuracy, "
-        "binary_accuracy); stateful metrics such as AUC belong to the evaluator"
+        f"{where}: expected a Keras metric name or object (e.g. mae, accuracy, auc, "
+        f"keras.metrics.AUC()), found {spec!r}"
     )
 
 

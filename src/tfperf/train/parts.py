@@ -69,9 +69,13 @@ def build_train_parts(
     keras.utils.set_random_seed(cfg.train.seed)
     workload = workload_of(cfg) if cfg.workload else None
     with info.strategy.scope():
-        model, loss_fn, metric_fns = build_model_and_loss(cfg)
-        # Builds the model on zeros and checks it against the batches (inputs, output, labels).
-        check_fit(cfg, model, spec, [loss_fn, *metric_fns.values()], sample or first_batch(cfg))
+        # The doctor times the bare step: it never reads the metrics (AUC's among them).
+        model, wanted = build_model_and_loss(cfg, metrics=metrics)
+        # Builds the model on zeros, checks it against the batches (inputs, outputs, labels)
+        # and pairs the outputs with the labels, losses and metrics.
+        objectives = check_fit(
+            cfg, model, spec, wanted, sample or first_batch(cfg), metrics=metrics
+        )
         optimizer = wrap_optimizer(make_optimizer(cfg, model, total, workload), policy)
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     build_model_variables(info.strategy, model, optimizer, spec, before_optimizer)
@@ -85,8 +89,8 @@ def build_train_parts(
     train_step = TrainStep(
         model,
         optimizer,
-        loss_fn,
-        metric_fns if metrics else {},
+        objectives,
+        {},
         info.strategy,
         step_var,
         print_tensors=print_tensors,

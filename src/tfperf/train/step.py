@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
 from tfperf.train.model import adapt_features
-from tfperf.train.objectives import match_rank, per_example, to_float32
+from tfperf.train.objectives import match_rank, to_float32
+from tfperf.train.outputs import Objectives
 from tfperf.train.xla import JitChoice, is_xla_refusal, xla_message
 
 if TYPE_CHECKING:
@@ -77,14 +78,18 @@ class TrainStep:
     """Runs `num_steps` optimizer steps per call inside one tf.function.
 
     Call with (iterator, num_steps as an int32 tensor); returns a dict of tensors:
-    loss (mean over the steps), wait_s (input wait summed), and each metric's mean.
+    loss (mean over the steps), wait_s (input wait summed), each per-example metric's mean
+    and each stateful metric's result over the call's batches (reset at each call).
+
+    `loss_fn` is the bound `Objectives` (several outputs, loss weights, stateful metrics:
+    train/outputs.py), or one loss function with `metric_fns` for a single output.
     """
 
     def __init__(
         self,
         model: keras.Model,
         optimizer: keras.Optimizer,
-        loss_fn: Callable[..., Any],
+        loss_fn: Objectives | Callable[..., Any],
         metric_fns: Mapping[str, Callable[..., Any]],
         strategy: Any,
         step_var: Any,
@@ -93,8 +98,12 @@ class TrainStep:
         print_steps: int = 3,
         jit: JitChoice | None = None,
     ):
-        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
-        self.metric_fns, self.strategy = dict(metric_fns), strategy
+        self.model, self.optimizer, self.strategy = model, optimizer, strategy
+        self.objectives = (
+            loss_fn
+            if isinstance(loss_fn, Objectives)
+            else Objectives.single(loss_fn, dict(metric_fns))
+        )
         self.step_var = step_var
         self.print_names = [n for n in print_tensors if n]
         self.print_steps = print_steps
@@ -197,7 +206,10 @@ class TrainStep:
         strategy = self.strategy
         loss_sum = tf.constant(0.0, tf.float32)
         wait = tf.constant(0.0, tf.float64)
-        names = list(self.metric_fns)
+        names = self.objectives.per_example_names
+        # Stateful metrics (AUC, ...) cover this call's batches, as fit's cover its epoch.
+        for _, metric in self.objectives.stateful:
+            metric.reset_state()
         # One vector, not a dict: AutoGraph carries only named tensors across iterations.
         msums = tf.zeros([len(names)], tf.float32)
         for _ in tf.range(num_steps):
@@ -223,12 +235,21 @@ class TrainStep:
         n = tf.cast(tf.maximum(num_steps, 1), tf.float32)
         out = {"loss": loss_sum / n, "wait_s": wait}
         out.update({f"metrics/{k}": msums[i] / n for i, k in enumerate(names)})
+        with tf.control_dependencies([loss_sum]):
+            for k, metric in self.objectives.stateful:
+                out[f"metrics/{k}"] = tf.cast(metric.result(), tf.float32)
         return out
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The names of every metric a call returns (under metrics/)."""
+        return self.objectives.names
 
     def _replica_step(self, batch: Any) -> tuple[Any, dict[str, Any]]:
         import tensorflow as tf
 
-        features, labels = batch
+        features, labels = batch[0], batch[1]
+        sample_weight = batch[2] if len(batch) == 3 else None  # (x, y, sw) batches
         features = adapt_features(self.model, features)
         model, opt = self.model, self.optimizer
         with tf.GradientTape() as tape:
@@ -242,7 +263,7 @@ class TrainStep:
             # The loss is computed in float32 whatever the compute policy (model outputs float32).
             preds = tf.nest.map_structure(to_float32, preds)
             labels = match_rank(labels, preds)
-            losses = per_example(self.loss_fn(labels, preds))
+            losses, each = self.objectives.losses(labels, preds, sample_weight)
             # The mean over the batch as it really is (its rows x replicas), as Keras does: a
             # user's pipeline may batch other than pipeline.batch_size, or end short.
             loss = tf.nn.compute_average_loss(losses)
@@ -254,10 +275,9 @@ class TrainStep:
         variables = model.trainable_variables
         grads = tape.gradient(scaled, variables)
         opt.apply_gradients(zip(grads, variables, strict=True))
-        mvals = {}
-        for k, fn in self.metric_fns.items():
-            values = per_example(tf.cast(fn(labels, preds), tf.float32))
-            mvals[k] = tf.nn.compute_average_loss(values)
+        values = {**each, **self.objectives.metric_values(labels, preds)}
+        mvals = {k: tf.nn.compute_average_loss(v) for k, v in values.items()}
+        self.objectives.update_stateful(labels, preds)
         if self.print_names:
             self._print(loss, labels, taps)
         return loss, mvals

@@ -69,7 +69,7 @@ class _Watcher:
     def __init__(self, cfg: RunConfig, max_batches: int | None, progress: bool):
         out_dir, self.ckpt_dir, log_dir = run_paths(cfg)
         self.evaluator = Evaluator(cfg, max_batches=max_batches, progress=progress)
-        check_eval_metric(cfg, ["loss", *self.evaluator.metric_fns])  # before any checkpoint
+        check_eval_metric(cfg, ["loss", *self.evaluator.metric_names])  # before any checkpoint
         # Made once the evaluator is built: a watch that cannot start leaves no folder.
         out_dir.mkdir(parents=True, exist_ok=True)
         for p in remove_stale(out_dir, self.ckpt_dir, holding=False):
