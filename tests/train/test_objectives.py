@@ -167,3 +167,96 @@ def test_per_example_reduction_shared_by_train_step_and_evaluator():
     assert per_example(x).dtype == tf.float32
     assert per_example(x).numpy().tolist() == [2.5, 8.5]
     assert per_example(x[:, :, 0]).numpy().tolist() == [2.0, 8.0]
+
+
+STATEFUL_CODE = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+RNG = np.random.default_rng(2)
+X = RNG.standard_normal((256, 4)).astype("float32")
+Y = (X[:, 0] + 0.5 * RNG.standard_normal(256) > 0).astype("float32")
+
+
+def pipeline(training=True, batch_size=32):
+    return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(32, drop_remainder=True)
+
+
+def sigmoid_model():
+    keras.utils.set_random_seed(4)
+    x = keras.Input(shape=(4,), name="x")
+    return keras.Model({"x": x}, keras.layers.Dense(1, activation="sigmoid")(x))
+
+
+def compiled_iou():
+    model = sigmoid_model()
+    model.compile(
+        loss="binary_crossentropy",
+        metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryIoU(name="iou")],
+    )
+    return model
+"""
+
+STATEFUL = ["auc", "precision", "recall"]
+
+
+def test_stateful_metrics_are_fits_and_evaluates(tmp_path):
+    """AUC, Precision and Recall as fit reports them over its batches (a call of all the
+    steps: the epoch) and, in the evaluator, as evaluate reports them over the split; a
+    compiled model's own stateful metrics (BinaryIoU) likewise. A learning rate too small
+    to move the weights: fit's epoch and evaluate see the same predictions."""
+    import keras
+    import tensorflow as tf
+
+    module = f"stateful_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(STATEFUL_CODE)
+    steps = 8
+    doc = {
+        "data": {"pipeline": f"{module}:pipeline"},
+        "model": {
+            "name": f"{module}:sigmoid_model",
+            "loss": "binary_crossentropy",
+            "metrics": [*STATEFUL, "accuracy"],
+            "optimizer": "sgd",
+            "learning_rate": 1e-12,
+        },
+        "train": {
+            "out_dir": str(tmp_path / "run"),
+            "monitor_system": False,
+            "max_steps": steps,
+            "steps_per_loop": steps,
+        },
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(doc))
+    cfg = load_config(tmp_path / "run.yaml")
+    result = train(cfg, progress=False)
+    user = __import__(module)
+    reference = user.sigmoid_model()
+    reference.compile(
+        optimizer=keras.optimizers.SGD(1e-12),
+        loss="binary_crossentropy",
+        metrics=[*STATEFUL, "accuracy"],
+    )
+    fitted = reference.fit(user.pipeline(), epochs=1, verbose=0).history
+    evaluated = reference.evaluate(user.pipeline(), verbose=0, return_dict=True)
+    for name in [*STATEFUL, "accuracy"]:
+        got = result.metrics[f"metrics/{name}"]
+        assert got == pytest.approx(fitted[name][-1], abs=1e-5), name
+        assert 0.0 < got < 1.0  # a real value, not a fresh metric's 0
+    _, measured, _ = Evaluator(cfg).evaluate(result.checkpoint)
+    for name in [*STATEFUL, "accuracy", "loss"]:
+        assert measured[name] == pytest.approx(evaluated[name], abs=1e-5), name
+
+    # The compiled model's own metric objects (no model.metrics in the run file).
+    doc["model"] = {"name": f"{module}:compiled_iou", "learning_rate": 1e-12, "optimizer": "sgd"}
+    doc["train"]["out_dir"] = str(tmp_path / "run2")
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(doc))
+    cfg = load_config(tmp_path / "run.yaml")
+    result = train(cfg, progress=False)
+    compiled = user.compiled_iou()
+    tf.train.Checkpoint(model=compiled).read(result.checkpoint).expect_partial()
+    want = compiled.evaluate(user.pipeline(), verbose=0, return_dict=True)
+    _, measured, _ = Evaluator(cfg).evaluate(result.checkpoint)
+    assert measured["iou"] == pytest.approx(want["iou"], abs=1e-5)
+    assert measured["auc"] == pytest.approx(want["auc"], abs=1e-5)
