@@ -62,6 +62,30 @@ def test_the_bare_step_has_no_metrics(cfg, info):
     assert set(run_call(info, parts.train_step, _input(cfg), 1)) == {"loss", "wait_s"}
 
 
+def test_the_bare_step_never_reads_the_metrics(cfg, info, tmp_path):
+    """The doctor's step: a model compiled with metrics it does not need (a stateful AUC, and
+    one Keras cannot even resolve) builds and runs; with metrics the AUC is logged."""
+    (tmp_path / "auc_models.py").write_text(
+        "import keras\n"
+        "def build():\n"
+        "    x = keras.Input((4,), name='x')\n"
+        "    m = keras.Model({'x': x}, keras.layers.Dense(1, name='logit')(x))\n"
+        "    m.compile(loss=keras.losses.BinaryCrossentropy(from_logits=True),\n"
+        "              metrics=[keras.metrics.AUC(from_logits=True), 'no_such_metric'])\n"
+        "    return m\n"
+    )
+    (tmp_path / "run.yaml").write_text(cfg.source and open(cfg.source).read())
+    own = load_config(str(tmp_path / "run.yaml"), ["model.name=auc_models:build"])
+    parts = build_train_parts(own, info, "float32", element_spec(own), None, metrics=False)
+    assert set(run_call(info, parts.train_step, _input(own), 1)) == {"loss", "wait_s"}
+    with_auc = load_config(
+        str(tmp_path / "run.yaml"), ["model.name=auc_models:build", "model.metrics=[auc]"]
+    )
+    parts = build_train_parts(with_auc, info, "float32", element_spec(with_auc), None)
+    out = run_call(info, parts.train_step, _input(with_auc), 2)
+    assert set(out) == {"loss", "wait_s", "metrics/auc"} and 0.0 <= out["metrics/auc"] <= 1.0
+
+
 def test_an_input_that_runs_out_names_pipeline_repeat(cfg, info, parts):
     with pytest.raises(UserError, match=r"the input ran out at step \d+, before train.max_steps"):
         run_call(info, parts.train_step, _input(cfg, batches=2), 3)
