@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.inputs.user_code import call_user
+from tfperf.train.model_names import check_names
 from tfperf.train.outputs import Wanted
 from tfperf.util.imports import load_object
 
@@ -64,6 +65,7 @@ def build_model_and_loss(cfg: RunConfig, metrics: bool = True) -> tuple[keras.Mo
         raise ModelError(
             f"model.name: {cfg.model.name} must return a keras.Model, found {type(model).__name__}"
         )
+    check_names(model, f"model.name {cfg.model.name}" if cfg.model.name else "the workload's model")
     compiled = getattr(model, "_compile_config", None)
     compiled = compiled.config if compiled is not None else {}
     if cfg.model.loss:
