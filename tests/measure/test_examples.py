@@ -1,10 +1,12 @@
 """tfperf.measure.examples: the one multiset-of-examples check (the doctor's --fix and
-tfperf.testing both use it): strings, ragged and sparse features, float noise, batching."""
+tfperf.testing both use it): strings, ragged and sparse features, float noise, batching,
+padding."""
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -14,6 +16,7 @@ from tfperf.measure.examples import (
     compare_examples,
     example_multiset,
     same_examples,
+    strip_padding,
 )
 
 
@@ -71,3 +74,59 @@ def test_a_pass_past_its_deadline_is_cut_and_says_how_far_it_got():
     assert time.monotonic() - start < 3.0
     assert 0 < cut.value.examples < 100 and "after" in str(cut.value)
     assert same_examples(slow.take(5), slow.take(5), deadline=time.monotonic() + 60)
+
+
+def _tags(n: int = 40) -> tf.data.Dataset:
+    """Variable-length tags (1 to 5, never ending in 0) from a ragged source, and an id."""
+    tags = tf.ragged.constant([[i % 7 + 1] * (1 + i % 5) for i in range(n)], dtype=tf.int64)
+    return tf.data.Dataset.from_tensor_slices((tags, tf.range(n)))
+
+
+def test_ragged_rows_match_the_dense_rows_of_the_same_values():
+    """A ragged row was keyed by its Python list, a dense one by its bytes: a source of
+    ragged tags never matched its own ragged_batch (rows of the source are dense)."""
+    ds = _tags()
+    assert same_examples(ds, ds.ragged_batch(6))
+    assert same_examples(ds.ragged_batch(4), ds.shuffle(40, seed=1).ragged_batch(7))
+    assert not same_examples(ds, ds.map(lambda t, i: (t * 2, i)).ragged_batch(6))
+    boxes = tf.ragged.constant([[[0.1 * j, 0.2, 0.3, 0.4]] * (1 + j % 3) for j in range(20)])
+    deep = tf.data.Dataset.from_tensor_slices(boxes)  # [boxes, coords]: ragged rank 2
+    assert same_examples(deep, deep.ragged_batch(3))
+    assert not same_examples(deep, deep.map(lambda b: b + 1.0).ragged_batch(3))
+
+
+def test_sparse_rows_are_their_values_up_to_their_last_stored_entry():
+    gaps = tf.data.Dataset.range(12).map(
+        lambda i: tf.sparse.SparseTensor([[0], [2]], [i + 1, i + 2], [5])
+    )
+    assert same_examples(gaps, gaps.batch(5))
+    diff = compare_examples(gaps, gaps.map(tf.sparse.to_dense).batch(5))
+    assert diff.missing_a == 12  # a dense row keeps its trailing zeros
+    assert diff.only_a[0][0].startswith("{element: int64[3]")
+
+
+def test_padded_batches_compare_without_their_trailing_padding_when_asked():
+    ds = _tags(60).map(lambda t, i: (t, i))  # dense rows of varying length
+    a = ds.padded_batch(8)
+    b = ds.shuffle(60, seed=1, reshuffle_each_iteration=False).padded_batch(6)
+    exact = compare_examples(a, b)
+    assert exact.missing_a > 0 and not exact.stripped
+    diff = compare_examples(a, b, padding=True)
+    assert diff.same and diff.stripped and 0 < diff.padding_only == exact.missing_a
+    assert "differ from ds_b's in their padding alone" in diff.note
+    assert compare_examples(ds, a, padding=True).same  # unpadded against padded
+    assert compare_examples(ds.ragged_batch(5), a, padding=True).same
+    minus = ds.padded_batch(8, padding_values=(tf.constant(-1, tf.int64), 0))
+    assert compare_examples(a, minus, padding=True).same  # each side's own padding value
+    changed = compare_examples(a, ds.map(lambda t, i: (t + 1, i)).padded_batch(8), padding=True)
+    assert changed.missing_a == 60 and changed.padding_only == 0
+    assert "int64[1] [1]" in changed.only_a[0][0]  # shown without its padding
+
+
+def test_stripping_padding_keeps_inner_zeros_and_the_same_cut_for_any_length():
+    row = np.array([[1, 0, 0], [0, 2, 0], [0, 0, 0]])
+    assert strip_padding(row).tolist() == [[1, 0], [0, 2]]
+    assert strip_padding(np.pad(row, ((0, 4), (0, 2)))).tolist() == [[1, 0], [0, 2]]
+    assert strip_padding(np.array([0, 3, 0, 7, 9, 9]), pad=9).tolist() == [0, 3, 0, 7]
+    assert strip_padding(np.array([b"a", b"", b"b", b""])).tolist() == [b"a", b"", b"b"]
+    assert strip_padding(np.zeros([4], np.float32)).shape == (0,)

@@ -88,3 +88,52 @@ def test_it_is_the_doctors_check():
 
     assert rewrites.same_examples is examples.same_examples
     assert tfperf.testing.assert_same_examples is assert_same_examples
+
+
+def _padded_pair() -> tuple[tf.data.Dataset, tf.data.Dataset]:
+    """The same 1,800 variable-length examples in padded batches of different make-up, as
+    the issue's user had them ("96 of 1800 examples are not in ds_b")."""
+    tags = tf.ragged.constant([[i % 9 + 1] * (1 + i % 6) for i in range(1800)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices({"tags": tags, "id": tf.range(1800)})
+    ds = ds.map(lambda e: {"tags": e["tags"], "id": e["id"]})  # dense rows, variable length
+    order = ds.shuffle(1800, seed=4, reshuffle_each_iteration=False)
+    return ds.padded_batch(32), order.padded_batch(24)
+
+
+def test_padded_batches_that_differ_only_in_their_padding_pass_with_a_note():
+    a, b = _padded_pair()
+    diff = assert_same_examples(a, b)
+    assert diff.stripped and diff.padding_only > 0
+    assert "in their padding alone" in diff.note
+
+
+def test_padding_exact_fails_saying_that_only_the_padding_differs():
+    a, b = _padded_pair()
+    with pytest.raises(AssertionError) as err:
+        assert_same_examples(a, b, padding="exact")
+    msg = str(err.value)
+    assert msg.startswith("ds_a and ds_b yield the same examples except for their padding:")
+    assert "padding='strip'" in msg and "not in ds_b" not in msg
+    with pytest.raises(UserError, match="padding='none'"):
+        assert_same_examples(a, b, padding="none")  # type: ignore[arg-type]
+
+
+def test_a_real_change_under_the_padding_is_still_shown_without_it():
+    a, _ = _padded_pair()
+    changed = a.map(lambda e: {"tags": e["tags"] * 2, "id": e["id"]})
+    with pytest.raises(AssertionError) as err:
+        assert_same_examples(a, changed)
+    msg = str(err.value)
+    assert "1800 of ds_a's 1800 examples are not in ds_b" in msg
+    assert "batches split into rows, without trailing padding" in msg
+    assert "{id: 0, tags: int64[1] [1]}" in msg  # the example without its padding
+
+
+def test_ragged_and_sparse_pipelines_match_their_unbatched_twins():
+    tags = tf.ragged.constant([[i % 5 + 1] * (1 + i % 4) for i in range(50)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices((tags, tf.range(50)))
+    assert assert_same_examples(ds, ds.shuffle(50, seed=2).ragged_batch(8)).note == ""
+    sparse = ds.map(lambda t, i: (tf.sparse.from_dense(t), i))
+    assert_same_examples(sparse.batch(7), ds.ragged_batch(5))  # a varlen feature, as sparse
+    with pytest.raises(AssertionError, match="50 of ds_a's 50 examples are not in ds_b"):
+        assert_same_examples(ds, ds.map(lambda t, i: (t[:-1], i)).ragged_batch(8))

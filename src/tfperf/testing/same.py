@@ -3,7 +3,7 @@ the doctor's --fix applies to each rewrite (tfperf.measure.examples), with a mes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tfperf.errors import UserError
 from tfperf.measure.examples import SHOW, ExampleDiff, compare_examples
@@ -19,15 +19,27 @@ def assert_same_examples(
     limit: int | None = None,
     batched: bool | None = None,
     show: int = SHOW,
-) -> None:
+    padding: Literal["strip", "exact"] = "strip",
+) -> ExampleDiff:
     """Asserts that one pass of `ds_a` and one of `ds_b` yield the same examples, counted
     with repeats and in any order: batches are split into their rows, so a pipeline that
     batches, shuffles (with a seed or not) or reorders still matches its plain twin. Float
     values match to 5 decimals (batched and per-example kernels differ in the last bits).
+    Ragged and sparse features are split into rows too: a ragged row matches the dense row
+    of the same values, a sparse one its values up to its last stored entry.
 
     `limit` compares only the first examples of each (needed for a dataset that repeats
     forever); `batched` says whether elements are batches (None: inferred from the element
     specs, then per element: split when every tensor has the same first dimension).
+
+    `padding`: with a `padded_batch` on either side, each batch is padded to its own
+    longest example, so the same example comes out at different lengths. "strip" (the
+    default) compares examples without their trailing padding (padded_batch's padding
+    value, default 0): they pass when only the padding differs, and the returned diff's
+    `note` says how many differed in it. "exact" fails then, with a message saying that
+    only the padding differs.
+
+    Returns the comparison (`ExampleDiff`: totals, `note`) when it passes.
 
     Example:
 
@@ -39,9 +51,14 @@ def assert_same_examples(
     if limit is None:
         for name, ds in (("ds_a", ds_a), ("ds_b", ds_b)):
             _check_finite(name, ds)
-    diff = compare_examples(ds_a, ds_b, limit=limit, batched=batched, show=show)
+    if padding not in ("strip", "exact"):
+        raise UserError(f"assert_same_examples: padding={padding!r}; use 'strip' or 'exact'")
+    diff = compare_examples(ds_a, ds_b, limit=limit, batched=batched, show=show, padding=True)
     if not diff.same:
         raise AssertionError(failure_message(diff))
+    if padding == "exact" and diff.padding_only:
+        raise AssertionError(padding_message(diff))
+    return diff
 
 
 def failure_message(diff: ExampleDiff) -> str:
@@ -51,7 +68,9 @@ def failure_message(diff: ExampleDiff) -> str:
         f"ds_a and ds_b do not yield the same examples{scope}: "
         f"{diff.missing_a} of ds_a's {diff.total_a} examples are not in ds_b, "
         f"{diff.missing_b} of ds_b's {diff.total_b} examples are not in ds_a "
-        "(compared as multisets, batches split into rows)."
+        "(compared as multisets, batches split into rows"
+        + (", without trailing padding" if diff.stripped else "")
+        + ")."
     ]
     for side, rows, missing in (
         ("ds_a", diff.only_a, diff.missing_a),
@@ -62,6 +81,17 @@ def failure_message(diff: ExampleDiff) -> str:
         lines.append(f"Only in {side} ({len(rows)} of {missing} shown):")
         lines += [f"  {text}" + (f"  x{count}" if count > 1 else "") for text, count in rows]
     return "\n".join(lines)
+
+
+def padding_message(diff: ExampleDiff) -> str:
+    """The examples are the same but for their padding (padding='exact')."""
+    return (
+        "ds_a and ds_b yield the same examples except for their padding: "
+        f"{diff.padding_only:,} of ds_a's {diff.total_a:,} examples match one of ds_b's only "
+        "once their trailing padding is stripped (padded_batch pads each batch to its own "
+        "longest example, so the batches' make-up sets each example's length). Pass "
+        "padding='strip' to compare examples without their padding."
+    )
 
 
 def _check_finite(name: str, ds: tf.data.Dataset) -> None:
