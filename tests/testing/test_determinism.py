@@ -80,3 +80,19 @@ def test_wrong_arguments_are_user_errors():
         assert_deterministic(tf.data.Dataset.range(3), seed=1)
     with pytest.raises(UserError, match=r"returned list; expected a tf.data.Dataset"):
         assert_deterministic(lambda seed: [1, 2], seed=1)
+
+
+def _gapped_sparse() -> tf.data.Dataset:
+    """Sparse rows with a gap (entries 0 and 2 of 5): RaggedTensor.from_sparse refuses them."""
+    return tf.data.Dataset.range(40).map(
+        lambda i: tf.sparse.SparseTensor([[0], [2]], [i, i + 1], [5])
+    )
+
+
+def test_ragged_and_sparse_pipelines_are_compared_element_by_element():
+    tags = tf.ragged.constant([[i % 7 + 1] * (1 + i % 5) for i in range(60)], dtype=tf.int64)
+    ragged = tf.data.Dataset.from_tensor_slices((tags, tf.range(60)))
+    assert_deterministic(ragged.shuffle(60, seed=3).ragged_batch(8))
+    assert_deterministic(_gapped_sparse().batch(4))
+    with pytest.raises(AssertionError, match=r"feature 'element': int64\[8, 5\]"):
+        assert_deterministic(lambda seed: _gapped_sparse().shuffle(40).batch(8), 1)

@@ -46,3 +46,14 @@ def test_a_new_shape_retraces_unless_expected():
 def test_a_plain_function_is_a_user_error():
     with pytest.raises(UserError, match="is not a tf.function"):
         assert_no_retrace(lambda x: x, [1])
+
+
+def test_ragged_and_sparse_arguments_are_described_by_shape_and_dtype():
+    fn = tf.function(lambda x: x)
+    with pytest.raises(AssertionError) as err:
+        assert_no_retrace(fn, [tf.ragged.constant([[1]]), tf.ragged.constant([[1.0]])])
+    assert "call 1: (tf.RaggedTensor(shape=(1, None), dtype=float32))" in str(err.value)
+    sparse = [tf.sparse.SparseTensor([[0, i]], [i], [1, 5]) for i in range(3)]
+    assert_no_retrace(tf.function(tf.sparse.reduce_sum), sparse)
+    with pytest.raises(AssertionError, match=r"tf.SparseTensor\(shape=\(1, 6\), dtype=int32\)"):
+        assert_no_retrace(fn, [*sparse, tf.sparse.SparseTensor([[0, 0]], [1], [1, 6])])

@@ -44,12 +44,14 @@ def named_leaves(element: Any, path: str = "") -> list[tuple[str, Any]]:
 
 
 def to_value(t: Any) -> Any:
-    """A tensor as numpy; a ragged tensor (or a 2-D sparse one, as ragged) as nested lists."""
+    """A tensor as numpy (a sparse one dense); a ragged tensor as nested lists. For comparing
+    two passes element by element; examples are keyed from `_row_value`."""
     import numpy as np
     import tensorflow as tf
 
     if isinstance(t, tf.SparseTensor):
-        t = tf.RaggedTensor.from_sparse(t) if t.shape.rank == 2 else tf.sparse.to_dense(t)
+        # Dense, whatever its entries: RaggedTensor.from_sparse refuses gaps in a row.
+        return tf.sparse.to_dense(t).numpy()
     if isinstance(t, tf.RaggedTensor):
         return t.to_list()
     return np.asarray(t)

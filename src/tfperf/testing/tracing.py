@@ -71,6 +71,10 @@ def describe(value: Any) -> str:
 
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return f"tf.Tensor(shape={tuple(value.shape)}, dtype={value.dtype.name})"
+    if isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+        # A signature sees their static shape (a ragged dimension is None) and dtype.
+        kind = type(value).__name__
+        return f"tf.{kind}(shape={tuple(value.shape)}, dtype={value.dtype.name})"
     if isinstance(value, np.ndarray):
         return f"np.ndarray(shape={value.shape}, dtype={value.dtype})"
     if isinstance(value, (bool, int, float, str, bytes)) or value is None:
