@@ -171,3 +171,12 @@ def test_outputs_and_labels_that_do_not_pair(outputs, labels, expected):
     assert expected in text and "\n" not in text
     assert text.startswith("model.name: the model's outputs ") and "the labels " in text
     assert text.endswith("FIX")
+
+
+def test_print_tensors_keeps_a_dict_of_outputs(tmp_path, capfd):
+    """--print-tensors taps a layer through a second model whose outputs come as a list: the
+    dict of outputs is rebuilt by name for the losses."""
+    rf, _ = _runfile(tmp_path, loss=LOSS)
+    cfg = load_config(rf, ["train.max_steps=2", "train.print_tensors=[many]"])
+    result = train(cfg, progress=False)
+    assert result.final_loss > 0 and "many" in capfd.readouterr().err

@@ -257,6 +257,9 @@ class TrainStep:
                 probe, n_out, names = self._probe
                 outs = probe(features, training=True)
                 preds = outs[0] if n_out == 1 else list(outs[:n_out])
+                if n_out > 1 and all(isinstance(h.pred_key, str) for h in self.objectives.heads):
+                    # A dict of outputs: the probe returns them as a list, in output_names' order.
+                    preds = dict(zip(model.output_names, preds, strict=True))
                 taps = dict(zip(names, outs[n_out:], strict=True))
             else:
                 preds, taps = model(features, training=True), {}
