@@ -70,3 +70,20 @@ def test_training_and_eval_series():
     assert [t.name for t in fig.data] == ["train loss", "eval loss", "eval mae"]
     assert list(fig.data[1].y) == [0.8]
     assert charts.eval_chart({}, train) is None
+
+
+def test_text_from_the_data_is_no_live_markup_in_a_chart(diagnosis, fix):
+    # plotly reads labels as HTML: a stage, finding or trial named with <a href> was a link
+    link = "<a href='https://example.com/x'>click</a>"
+    diagnosis = {**diagnosis, "stages": [dict(s, label=link) for s in diagnosis["stages"]]}
+    diagnosis["findings"] = [dict(f, code=link + f["code"]) for f in diagnosis["findings"]]
+    fix = {**fix, "trials": [dict(t, change=link) for t in fix["trials"]]}
+    figures = [
+        charts.stages_waterfall(diagnosis),
+        charts.findings_chart(diagnosis["findings"], {}),
+        charts.trials_chart(fix),
+        charts.eval_chart({link: [(1, 0.5)]}, {link: [(1, 0.4)]}),
+    ]
+    for fig in figures:
+        text = fig.to_json()
+        assert "<a " not in text and "&lt;a href=" in text and "&gt;click&lt;" in text

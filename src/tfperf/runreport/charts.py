@@ -6,6 +6,7 @@ None when its data is missing."""
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 import plotly.graph_objects as go
@@ -17,6 +18,13 @@ from tfperf.util.format import number
 BLUE, ORANGE, GREEN, GREY, RED = "#1f77b4", "#ff7f0e", "#2ca02c", "#9e9e9e", "#d62728"
 SLOWEST_MARK = "◀ slowest"
 TRAIN_RATE, WAIT_FRACTION = "step/examples_per_sec", "input/wait_fraction"
+
+
+def text(value: Any) -> str:
+    """Text from a run's data as a chart shows it: plotly reads labels as HTML (a data value
+    `<a href=...>` would be a live link), so its markup is escaped; plotly shows the
+    entities as the characters they stand for."""
+    return escape(str(value), quote=False)
 
 
 def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
@@ -61,7 +69,8 @@ def rates_chart(diagnosis: dict[str, Any] | None, summary: dict[str, Any] | None
 
 
 def stage_label(stage: dict[str, Any], slowest: str | None) -> str:
-    return f"{stage['label']} {SLOWEST_MARK}" if stage["label"] == slowest else stage["label"]
+    label = text(stage["label"])
+    return f"{label} {SLOWEST_MARK}" if stage["label"] == slowest else label
 
 
 def stages_waterfall(diagnosis: dict[str, Any] | None) -> Any:
@@ -129,11 +138,12 @@ def findings_chart(findings: list[dict[str, Any]], measured: dict[str, dict[str,
     if not rows:
         return None
     codes = [f["code"] for f in rows]
+    shown = [text(c) for c in codes]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
             name="expected",
-            x=codes,
+            x=shown,
             y=[f.get("expected_speedup") for f in rows],
             marker_color=GREY,
             hovertemplate="%{x}: expected %{y:.2f}x<extra></extra>",
@@ -144,7 +154,7 @@ def findings_chart(findings: list[dict[str, Any]], measured: dict[str, dict[str,
     fig.add_trace(
         go.Bar(
             name="measured by --fix (paired ratio, range)",
-            x=codes,
+            x=shown,
             y=[t["ratio"] if t else None for t in trials],
             marker_color=[GREEN if t and t["kept"] else ORANGE for t in trials],
             error_y={
@@ -168,7 +178,7 @@ def trials_chart(fix: dict[str, Any] | None) -> Any:
     trials = [t for t in (fix or {}).get("trials", []) if t.get("ratio") is not None]
     if not trials:
         return None
-    names = [t["change"] for t in trials]
+    names = [text(t["change"]) for t in trials]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -238,15 +248,18 @@ def eval_chart(eval_: dict[str, Series], train: dict[str, Series]) -> Any:
     tags = sorted(eval_, key=lambda t: (t != "loss", t))[:4]
     if not tags:
         return None
-    fig = make_subplots(rows=1, cols=len(tags), subplot_titles=tags, horizontal_spacing=0.08)
+    titles = [text(t) for t in tags]
+    fig = make_subplots(rows=1, cols=len(tags), subplot_titles=titles, horizontal_spacing=0.08)
     for col, tag in enumerate(tags, 1):
         if train.get(tag):
             x, y = _xy(train[tag])
             line = {"color": "#aec7e8"}
-            fig.add_trace(go.Scatter(x=x, y=y, name=f"train {tag}", line=line), 1, col)
+            fig.add_trace(go.Scatter(x=x, y=y, name=f"train {titles[col - 1]}", line=line), 1, col)
         x, y = _xy(eval_[tag])
         fig.add_trace(
-            go.Scatter(x=x, y=y, name=f"eval {tag}", mode="lines+markers", line_color=BLUE),
+            go.Scatter(
+                x=x, y=y, name=f"eval {titles[col - 1]}", mode="lines+markers", line_color=BLUE
+            ),
             1,
             col,
         )
