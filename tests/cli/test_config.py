@@ -80,3 +80,9 @@ def test_show_names_a_bad_value_and_unknown_prefix(cli, tmp_path):
     assert "pipeline.batch_sise: unknown key" in res.stderr and "tfperf config" in res.stderr
     res = cli("config", "pipline")
     assert res.exit_code == 2 and "pipline" in res.stderr and "pipeline" in res.stderr
+
+
+def test_a_huge_prefix_or_label_is_quoted_cut(cli):
+    res = cli("config", "p" * 100_000)
+    assert res.exit_code == 2 and len(res.stderr) < 1500, len(res.stderr)
+    assert "(99,800 characters cut)" in " ".join(res.stderr.split())

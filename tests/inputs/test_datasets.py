@@ -62,6 +62,9 @@ def test_a_label_not_in_the_schema_is_named(data):
     cfg = config_from_dict({"data": {"dir": str(data), "label": "target"}})
     with pytest.raises(UserError, match=r"data.label: expected one of .*found 'target'"):
         make_input_dataset(cfg, training=True)
+    cfg = config_from_dict({"data": {"dir": str(data), "label": "t" * 10_000}})
+    with pytest.raises(UserError, match=r"found 'tttt.*'\.\.\. \(9,800 characters cut\)$"):
+        make_input_dataset(cfg, training=True)
 
 
 def test_a_fixed_thread_count_runs_on_a_private_pool(data):

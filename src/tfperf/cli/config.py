@@ -26,6 +26,7 @@ from tfperf.cli.common import (
 )
 from tfperf.config import RunConfig, dump_config
 from tfperf.errors import UserError
+from tfperf.util.format import cut, quoted
 
 HELP = """List every key a run file may hold: its dotted path (as --set takes it), its type,
 its default and what it means. Generated from the models that validate run files, so it
@@ -90,7 +91,8 @@ def _matching(rows: list[dict[str, Any]], prefix: str | None) -> list[dict[str, 
     close = difflib.get_close_matches(prefix, names, n=1)
     guess = f" (did you mean '{close[0]}'?)" if close else ""
     raise UserError(
-        f"tfperf config {prefix}: no run-file key or section is called '{prefix}'{guess}; "
+        f"tfperf config {cut(prefix)}: no run-file key or section is called "
+        f"{quoted(prefix)}{guess}; "
         "`tfperf config` lists them all"
     )
 

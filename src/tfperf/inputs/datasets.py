@@ -26,6 +26,7 @@ from tfperf.inputs.service import (
     user_pipeline_to_service,
 )
 from tfperf.inputs.user_code import call_user
+from tfperf.util.format import cut, quoted
 from tfperf.util.imports import load_object
 from tfperf.workloads import Workload, get_workload
 
@@ -273,7 +274,10 @@ def _input_dataset(
     preprocess = wl.preprocess_batch if wl and not wl.per_example else None
     if wl is None and cfg.data.label:
         if cfg.data.label not in schema.names:
-            raise UserError(f"data.label: expected one of {schema.names}, found '{cfg.data.label}'")
+            raise UserError(
+                f"data.label: expected one of {cut(', '.join(schema.names))}, found "
+                f"{quoted(cfg.data.label)}"
+            )
         preprocess = _split_label(cfg.data.label)
     files, options = src.files(split), _resolved_pipeline(cfg)
     remote, one_epoch = None, False

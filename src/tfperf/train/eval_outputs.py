@@ -18,6 +18,7 @@ from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.train.checkpoints.disk_full import disk_full_named
 from tfperf.train.checkpoints.folder import STATE_FILE
+from tfperf.util.format import quoted
 
 RESULTS_NAME = "eval_results.jsonl"
 BEST_DIR = "best"
@@ -27,8 +28,8 @@ def check_eval_metric(cfg: RunConfig, names: list[str]) -> None:
     """eval.metric (which chooses best/) must be the loss or one of the metrics computed."""
     if cfg.eval.metric not in names:
         raise UserError(
-            f"eval.metric: expected one of {sorted(names)}, found '{cfg.eval.metric}'; set it "
-            f"in {cfg.origin('eval.metric')} (model.metrics lists the metrics computed)"
+            f"eval.metric: expected one of {sorted(names)}, found {quoted(cfg.eval.metric)}; "
+            f"set it in {cfg.origin('eval.metric')} (model.metrics lists the metrics computed)"
         )
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from tfperf.data.schema import Feature, Schema
 from tfperf.data.verify import index_tfrecord, iter_tfrecord
+from tfperf.util.format import quoted
 from tfperf.workloads.base import Row, Workload
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class DeblurWorkload(Workload):
                 f"image_width={image_width}"
             )
         if crop not in CROPS:
-            raise ValueError(f"deblur option crop: expected one of {CROPS}, found {crop!r}")
+            raise ValueError(f"deblur option crop: expected one of {CROPS}, found {quoted(crop)}")
         super().__init__(
             image_height=image_height,
             image_width=image_width,
