@@ -94,3 +94,20 @@ def test_a_source_too_large_to_count_in_time_stays_unknown(tmp_path, monkeypatch
     graph = lint.read_graph(ds)
     assert cache.element_count(graph, graph.stages[1]) is None  # the records
     assert source_shuffle(graph) is None  # no full shuffle of an unknown number
+
+
+def test_examples_of_varying_length_are_counted_without_stacking_them():
+    """A filter hides the count from tf.data; its elements (variable-length sequences from
+    a ragged source, before a padded_batch) were counted in batches of 4,096 that could not
+    stack them: "Cannot batch tensors with different shapes" stopped optimize (issue 30)."""
+    import tensorflow as tf
+
+    from tfperf.doctor.rewrites.cache import element_count
+
+    seqs = tf.ragged.constant([[1] * (1 + i % 7) for i in range(90)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices(seqs).map(lambda s: s)
+    ds = ds.filter(lambda s: tf.size(s) > 1)
+    ds = ds.padded_batch(8)
+    graph = lint.read_graph(ds)
+    kept = next(st for st in graph.stages if st.kind == "filter")
+    assert element_count(graph, kept) == 90 - 13  # the 13 of length 1 are dropped

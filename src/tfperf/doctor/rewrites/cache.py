@@ -30,6 +30,8 @@ def element_count(graph: lint.DatasetGraph, stage: lint.GraphStage) -> int | Non
     counted within COUNT_SECONDS (once per graph and stage), else None."""
     import time
 
+    import tensorflow as tf
+
     ds = lint.prefix_dataset(graph, stage)
     n = lint.known_cardinality(ds)
     if n is not None or lint.infinite(ds):
@@ -37,7 +39,10 @@ def element_count(graph: lint.DatasetGraph, stage: lint.GraphStage) -> int | Non
     key = (hash(graph.graph_def.SerializeToString(deterministic=True)), stage.name)
     if key not in _COUNTED:
         deadline, count = time.monotonic() + COUNT_SECONDS, 0
-        for batch in ds.batch(4096):  # batched: the count, not the Python loop, sets the pace
+        # One flag per element, batched: the count, not the Python loop, sets the pace, and
+        # examples of varying shape (before a padded_batch) need not stack.
+        flags = ds.map(lambda *_: tf.constant(True)).batch(4096)
+        for batch in flags:
             count += int(tf_len(batch))
             if time.monotonic() > deadline:
                 count = -1
