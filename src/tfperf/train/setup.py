@@ -178,11 +178,10 @@ def _restore(
     Returns (its path, whether the input iterator was restored): one holding another
     pipeline's iterator restores the rest under train.restore_input (other_input.py)."""
     bare = make_checkpoint(parts.model, parts.optimizer, parts.step_var)
-    without_input = bare if getattr(ckpt, "iterator", None) is not None else ckpt
     where = cfg.origin("train.restore_input")
     path, restored_input, damaged = read_newest(
         own,
-        reader(ckpt, without_input, cfg.train.restore_input, where),
+        reader(bare, getattr(ckpt, "iterator", None), cfg.train.restore_input, where),
         purpose="resuming",
         fix=f"move {dirs.checkpoint_dir} away to train from step 0",
     )

@@ -19,41 +19,57 @@ class OtherInputError(UserError):
     """train.restore_input: require, and the checkpoint's iterator is another pipeline's."""
 
 
-def reader(full: Any, without_input: Any, mode: str, where: str) -> Callable[[str], bool]:
-    """`read(prefix) -> whether the input was restored`, for read_newest: `full` is the
-    run's Checkpoint (with the iterator, when saved), `without_input` the same objects
-    without it. An OpError from `read` means real damage; `where` names train.restore_input's
-    run file in the `require` error."""
-    errors = _op_errors()
+def reader(without_input: Any, iterator: Any, mode: str, where: str) -> Callable[[str], bool]:
+    """`read(prefix) -> whether the input was restored`, for read_newest: `without_input` is
+    the run's Checkpoint of model, optimizer and step, `iterator` the input iterator a
+    checkpoint saves (None when it saves none). An OpError from `read` means real damage;
+    `where` names train.restore_input's run file in the `require` error."""
 
     def read(prefix: str) -> bool:
-        if mode == "skip" or full is without_input:
-            without_input.restore(prefix).expect_partial()
+        # Raises (the checkpoint is damaged) unless model, optimizer and step read.
+        without_input.restore(prefix).expect_partial()
+        if mode == "skip" or iterator is None:
             return False
-        try:
-            full.restore(prefix).expect_partial()
+        problem = _restore_quietly(iterator, prefix)
+        if problem is None:
             return True
-        except errors as exc:
-            first = str(getattr(exc, "message", exc)).splitlines()[0].split(" [Op:")[0]
-            # Raises (the checkpoint is damaged) unless all but the iterator reads.
-            without_input.restore(prefix).expect_partial()
-            if mode == "require":
-                raise OtherInputError(
-                    f"train.restore_input: require, but {prefix} holds another pipeline's "
-                    f"input position (the pipeline changed since it was saved: {first}); set "
-                    f"train.restore_input: auto in {where} to restore the model, optimizer and "
-                    "step and start the new pipeline from its beginning, or train the old "
-                    "pipeline on"
-                ) from None
-            return False
+        if mode == "require":
+            raise OtherInputError(
+                f"train.restore_input: require, but {prefix} holds another pipeline's input "
+                f"position (the pipeline changed since it was saved: {problem}); set "
+                f"train.restore_input: auto in {where} to restore the model, optimizer and "
+                "step and start the new pipeline from its beginning, or train the old "
+                "pipeline on"
+            )
+        return False
 
     return read
 
 
-def _op_errors() -> tuple[type[BaseException], ...]:
-    import tensorflow as tf  # imported on first use so that `tfperf --help` stays fast
+def _restore_quietly(iterator: Any, prefix: str) -> str | None:
+    """Restores the input iterator alone (a Checkpoint of its own, as the run's names it);
+    None when it did, else the first line of TensorFlow's error. A failed restore's
+    warnings (values left unrestored, logged when its Checkpoint is collected) are kept off
+    stderr: the caller says what happened in one line."""
+    import gc
 
-    return (tf.errors.OpError,)
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        own = tf.train.Checkpoint(iterator=iterator)
+        try:
+            own.restore(prefix).expect_partial()
+            return None
+        except tf.errors.OpError as exc:
+            problem = str(getattr(exc, "message", exc)).splitlines()[0].split(" [Op:")[0]
+        del own
+        gc.collect()  # the failed restore's Checkpoint, and its warnings, go now
+        return problem
+    finally:
+        logger.setLevel(level)
 
 
 def restarted_note(prefix: str, step: int) -> str:
