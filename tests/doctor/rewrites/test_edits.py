@@ -114,3 +114,17 @@ def test_float64_tensors_are_cast_to_float32_and_others_kept():
     single = tf.data.Dataset.from_tensor_slices(np.arange(4.0)).map(to_float32)
     assert single.element_spec.dtype == tf.float32
     assert [float(x) for x in single] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_batch_before_map_leaves_a_map_of_varying_or_ragged_examples_alone():
+    """Batched first, examples of different lengths cannot stack ("Cannot add tensor to the
+    batch") and a map written for one ragged or sparse example reads a batch's encoding of
+    them wrongly: optimize showed TensorFlow's error as the candidate's verdict."""
+    tags = tf.ragged.constant([[1] * (1 + i % 4) for i in range(40)], dtype=tf.int64)
+    varying = tf.data.Dataset.from_tensor_slices(tags).map(lambda t: t).map(lambda t: t * 2)
+    assert batch_before_map(lint.read_graph(varying.batch(1)), varying.batch(1)) is None
+    ragged = tf.data.Dataset.from_tensor_slices(tf.expand_dims(tags, 1))  # [1, None] rows
+    ragged = ragged.map(lambda t: t * 2).batch(4)
+    assert batch_before_map(lint.read_graph(ragged), ragged) is None
+    fixed = tf.data.Dataset.range(40).map(lambda i: tf.fill([3], i)).map(lambda v: v * 2)
+    assert batch_before_map(lint.read_graph(fixed.batch(4)), fixed.batch(4)) is not None

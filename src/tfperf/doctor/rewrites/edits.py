@@ -56,7 +56,8 @@ def batch_before_map(
         # (e.g. an augmentation after unbatch) may move.
         one_only = bool(st.fn_ops & PER_ELEMENT_OPS) or st.has_py_func
         if st.kind == "map" and not st.batched and movable and not one_only:
-            break
+            if i > 0 and _stacks(stages[i - 1]) and not st.composite:
+                break
     else:
         return None
     g = copy.deepcopy(graph.graph_def)
@@ -87,6 +88,15 @@ def batch_before_map(
     for c in consumers:
         c.input[0] = map_node.name
     return lint.rebuild(g, ds.element_spec), f"batch before {st.label} (vectorized)"
+
+
+def _stacks(st: lint.GraphStage) -> bool:
+    """Whether a dense batch can stack `st`'s elements: every shape known (a dimension the
+    graph leaves open varies, e.g. sequences before a padded_batch), no ragged or sparse
+    component (a map written for one example does not read a batch's encoding of them)."""
+    if st.composite:
+        return False
+    return all(s is not None and None not in s for s in st.output_shapes)
 
 
 def with_options(ds: tf.data.Dataset, **flags: bool) -> tf.data.Dataset:
