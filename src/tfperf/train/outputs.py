@@ -21,7 +21,6 @@ from tfperf.train.objectives import (
     Objective,
     Stateful,
     match_rank,
-    metric_name,
     per_example,
     resolve_loss,
     resolve_metric,
@@ -404,6 +403,3 @@ def _dedupe(heads: list[Head]) -> None:
     for h in heads:
         h.metrics = [(unique(n), o) for n, o in h.metrics]
         h.stateful = [(unique(n), o) for n, o in h.stateful]
-
-
-__all__ = ["Head", "Objectives", "OutputsError", "Wanted", "bind", "metric_name"]
