@@ -1,7 +1,9 @@
 """The per-example loss and metrics a run file names (or the compiled model holds), resolved
 as Keras's `model.compile` resolves them: 'accuracy' and 'crossentropy' become the binary,
 sparse or categorical kind from the model output's and the labels' shapes; the train step
-and the evaluator reduce them the same way (`per_example`).
+and the evaluator reduce them the same way (`per_example`). A Keras metric with state (AUC,
+Precision, Recall, MeanIoU) is a `Stateful`: updated batch by batch, read at the end. Which
+output each one applies to is train/outputs.py's.
 """
 
 from __future__ import annotations
