@@ -102,6 +102,12 @@ def test_several_outputs_train_and_evaluate_as_keras_does(tmp_path):
         ("one_label", ["model.loss=mse"], "2 outputs ['count', 'many'] and one label tensor"),
         ("weighted", ["model.loss={count: mse, other: mse}"], "found the key(s) ['other']"),
         ("weighted", ["model.loss=[mse]"], "expected one loss per output (2: ['count', 'many'])"),
+        # each output's labels checked against its own loss, named by its key
+        (
+            "weighted",
+            ["model.loss={count: mse, many: sparse_categorical_crossentropy}"],
+            "model.loss['many']: checking the model against the data",
+        ),
     ],
 )
 def test_a_mismatch_is_one_paragraph_naming_both(tmp_path, pipeline, sets, expected):
