@@ -1,6 +1,7 @@
 """What `tfperf doctor --fix` writes: for a `data.pipeline: module:function` run file the
 module RUNFILE.optimized.py (the user's function + the kept rewrites) and the run file
-pointing at it, which `tfperf train` trains on; nothing when nothing was kept. `tfperf`
+pointing at it, which `tfperf train` trains on (in the same train.out_dir as the original run
+file's training: it carries on from that checkpoint); nothing when nothing was kept. `tfperf`
 runs in this process (the `cli` fixture). The files on their own: fix/test_pipeline_file.py
 (the module, the code edits) and fix/test_runfile.py (the run file, comments kept)."""
 
@@ -58,6 +59,9 @@ def test_fix_writes_a_pipeline_module_that_tfperf_train_runs(tmp_path, cli, monk
     (proj / "run.yaml").write_text(RUN_FILE)
     # run from elsewhere: the module is found from the run file's folder, as the run file's
     monkeypatch.chdir(tmp_path)
+    # trained before the fix: its checkpoint holds the old pipeline's input position
+    res = cli("train", "proj/run.yaml", "--set", "train.max_steps=2", "--no-progress")
+    assert res.exit_code == 0, res.output[-3000:]
     res = cli("doctor", "proj/run.yaml", "--fix")
     assert res.exit_code == 0, res.output[-3000:]
     module, fixed = proj / "run.optimized.py", proj / "run.optimized.yaml"
@@ -80,10 +84,13 @@ def test_fix_writes_a_pipeline_module_that_tfperf_train_runs(tmp_path, cli, monk
     assert "'user_pipe_files:make'" in code and "KEPT = [" in code
     assert "tfperf.apply_rewrites(ds, KEPT)" in code
     assert f"{proj / 'user_pipe_files.py'}:" in res.stdout
-    # and tfperf trains on it
+    # and tfperf trains on it, in the same train.out_dir: the model, optimizer and step
+    # carry on, the new pipeline starts from its beginning (no 'damaged' checkpoint)
     res = cli("train", "proj/run.optimized.yaml", "--set", "train.max_steps=3", "--no-progress")
     assert res.exit_code == 0, res.output[-3000:]
-    assert (proj / "out").is_dir()
+    assert (proj / "out").is_dir() and "damaged" not in res.output
+    assert "resumed the model, optimizer and step 2 from " in res.output
+    assert "belongs to another pipeline" in res.output
 
 
 def test_fix_writes_nothing_when_nothing_is_kept(tmp_path, cli):
