@@ -111,3 +111,22 @@ def test_examples_of_varying_length_are_counted_without_stacking_them():
     graph = lint.read_graph(ds)
     kept = next(st for st in graph.stages if st.kind == "filter")
     assert element_count(graph, kept) == 90 - 13  # the 13 of length 1 are dropped
+
+
+def test_a_padded_batch_after_the_cache_is_applied_again_as_a_padded_batch():
+    """Applied again as a plain batch, examples of different lengths could not stack:
+    "cache the deterministic prefix: not kept (InvalidArgumentError: Cannot batch tensors
+    with different shapes)" on every padded_batch pipeline."""
+    import tensorflow as tf
+
+    tags = tf.ragged.constant([[i % 5 + 1] * (1 + i % 4) for i in range(50)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices((tags, tf.range(50))).map(lambda t, y: (t * 2, y))
+    ds = ds.padded_batch(8, padding_values=(tf.constant(-1, tf.int64), 0), drop_remainder=True)
+    ds = ds.prefetch(2)
+    cached = cache_work(lint.read_graph(ds), ds, budget=2**30)
+    assert cached is not None
+    got, want = list(cached.as_numpy_iterator()), list(ds.as_numpy_iterator())
+    assert len(got) == len(want) == 6  # the last 2 of 50 dropped, as in the original
+    for (t, y), (t0, y0) in zip(got, want, strict=True):
+        assert t.tolist() == t0.tolist() and y.tolist() == y0.tolist()
+    assert (got[0][0] == -1).any()  # padded with the user's value, not 0

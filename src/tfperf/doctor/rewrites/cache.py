@@ -10,7 +10,7 @@ reshuffled. The stages after the cache (batch, shuffle, prefetch, repeat) are re
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import UnmeasuredBytes, mean_bytes, memory_cache
@@ -132,7 +132,12 @@ def _reapply(
     nodes = {n.name: n for n in graph.graph_def.node}
     for st in rest:
         node = nodes[st.name]
-        if st.kind == "batch":
+        if st.kind == "batch" and st.padded:
+            padded = _padded_batch(ds, nodes, node, st)
+            if padded is None:
+                return None
+            ds = padded
+        elif st.kind == "batch":
             par = tf.data.AUTOTUNE if st.parallel else None
             ds = ds.batch(st.batch_size, bool(st.drop_remainder), num_parallel_calls=par)
         elif st.kind == "shuffle":
@@ -145,6 +150,37 @@ def _reapply(
         elif st.kind != "options":
             return None
     return ds
+
+
+def _padded_batch(
+    ds: tf.data.Dataset, nodes: dict[str, Any], node: Any, st: lint.GraphStage
+) -> tf.data.Dataset | None:
+    """`ds` in the padded batches of `node` (a PaddedBatchDataset: its padded shapes and
+    padding values read back from the graph's constants); None when one is not a constant.
+    A plain batch in its place cannot stack examples of different lengths."""
+    import tensorflow as tf
+
+    inputs = [ref for ref in node.input if not ref.startswith("^")]
+    # input dataset, batch size, N padded shapes, N padding values, (V2) drop_remainder
+    k = (len(inputs) - (3 if node.op.endswith("V2") else 2)) // 2
+    shapes = [lint.const_value(nodes, ref) for ref in inputs[2 : 2 + k]]
+    values = [lint.const_value(nodes, ref) for ref in inputs[2 + k : 2 + 2 * k]]
+    specs = tf.nest.flatten(ds.element_spec)
+    if k != len(specs) or any(v is None for v in [*shapes, *values]) or not st.batch_size:
+        return None
+    drop = lint.const_value(nodes, inputs[-1]) if node.op.endswith("V2") else None
+    return ds.padded_batch(
+        st.batch_size,
+        padded_shapes=tf.nest.pack_sequence_as(
+            ds.element_spec,
+            [tf.TensorShape([None if d < 0 else int(d) for d in s]) for s in shapes],
+        ),
+        padding_values=tf.nest.pack_sequence_as(
+            ds.element_spec,
+            [tf.constant(v, dtype=spec.dtype) for v, spec in zip(values, specs, strict=True)],
+        ),
+        drop_remainder=bool(drop) if drop is not None else False,
+    )
 
 
 def cache_work(
