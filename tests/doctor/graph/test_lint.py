@@ -106,3 +106,13 @@ def test_a_rebuilt_ragged_pipeline_carries_its_spec_back_through_pass_through_st
     assert by_kind["prefetch"].element_spec == ds.element_spec
     assert by_kind["source"].element_spec is None  # its structure is not known here
     assert next(iter(lint.prefix_dataset(g, by_kind["source"])))[0].dtype == tf.variant
+
+
+def test_a_prefix_of_nested_datasets_stays_flat():
+    """window() yields datasets: its prefix keeps yielding their variants (a count of one
+    example each), not Dataset objects the pulling loop cannot count."""
+    ds = tf.data.Dataset.range(20).window(4).flat_map(lambda w: w.batch(4))
+    g = lint.read_graph(ds)
+    window = next(st for st in g.stages if "Window" in st.op)
+    assert window.composite and window.element_spec is None
+    assert next(iter(lint.prefix_dataset(g, window))).dtype == tf.variant

@@ -413,14 +413,24 @@ def _composite_specs(ds: tf.data.Dataset, stages: list[GraphStage]) -> None:
         paired = False
     if paired:
         for p, st in zip(chain, stages, strict=True):
-            if st.composite:
+            if st.composite and _tensors_only(p.element_spec):
                 st.element_spec = p.element_spec
         return
     for st in reversed(stages):
-        if st.composite and _flat_dtypes(ds.element_spec) == st.output_dtypes:
+        same = _flat_dtypes(ds.element_spec) == st.output_dtypes
+        if st.composite and same and _tensors_only(ds.element_spec):
             st.element_spec = ds.element_spec
         if st.kind not in _SAME_ELEMENTS:
             break
+
+
+def _tensors_only(spec: Any) -> bool:
+    """Whether every component is a tensor, ragged or sparse: elements that hold datasets
+    (window, group_by_window) stay flat variants, as the probes that pull them expect."""
+    import tensorflow as tf
+
+    kinds = (tf.TensorSpec, tf.RaggedTensorSpec, tf.SparseTensorSpec)
+    return all(isinstance(s, kinds) for s in tf.nest.flatten(spec))
 
 
 # Stages whose elements are their input's, structure and all: a spec carries through them.
