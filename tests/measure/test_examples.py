@@ -100,9 +100,14 @@ def test_sparse_rows_are_their_values_up_to_their_last_stored_entry():
         lambda i: tf.sparse.SparseTensor([[0], [2]], [i + 1, i + 2], [5])
     )
     assert same_examples(gaps, gaps.batch(5))
-    diff = compare_examples(gaps, gaps.map(tf.sparse.to_dense).batch(5))
+    dense = gaps.map(tf.sparse.to_dense).batch(5)
+    diff = compare_examples(gaps, dense)
     assert diff.missing_a == 12  # a dense row keeps its trailing zeros
     assert diff.only_a[0][0].startswith("{element: int64[3]")
+    # Without trailing zeros on both sides, where one is sparse and the other dense.
+    diff = compare_examples(gaps, dense, padding=True)
+    assert diff.same and diff.stripped and diff.padding_only == 12
+    assert not compare_examples(gaps, dense.map(lambda d: d + 1), padding=True).same
 
 
 def test_padded_batches_compare_without_their_trailing_padding_when_asked():

@@ -135,5 +135,9 @@ def test_ragged_and_sparse_pipelines_match_their_unbatched_twins():
     assert assert_same_examples(ds, ds.shuffle(50, seed=2).ragged_batch(8)).note == ""
     sparse = ds.map(lambda t, i: (tf.sparse.from_dense(t), i))
     assert_same_examples(sparse.batch(7), ds.ragged_batch(5))  # a varlen feature, as sparse
+    # A sparse feature against its dense form: equal but for the dense one's trailing zeros.
+    gaps = tf.data.Dataset.range(9).map(lambda i: tf.sparse.SparseTensor([[1]], [i + 1], [4]))
+    diff = assert_same_examples(gaps.batch(2), gaps.map(tf.sparse.to_dense))
+    assert diff.padding_only == 9 and "a sparse feature ends" in diff.note
     with pytest.raises(AssertionError, match="50 of ds_a's 50 examples are not in ds_b"):
         assert_same_examples(ds, ds.map(lambda t, i: (t[:-1], i)).ragged_batch(8))

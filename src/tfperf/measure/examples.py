@@ -282,13 +282,63 @@ def strip_padding(value: Any, pad: Any = None) -> Any:
     return value[tuple(slice(0, int(ix.max()) + 1) for ix in kept)]
 
 
-def stripped(row: Row, pads: list[Any]) -> Row:
-    """A row's features without their trailing padding; pads[i] pads the i-th feature
-    (missing or unreadable: its dtype's zero)."""
-    return [
-        (name, strip_padding(v, pads[i] if i < len(pads) and pads[i].size == 1 else None))
-        for i, (name, v) in enumerate(row)
-    ]
+# A strip plan: feature name -> its padding value (None: its dtype's zero); ALL: every
+# feature not named (a padded_batch whose padding could not be paired with the names).
+Strip = dict[str, Any]
+ALL = "*"
+
+
+def stripped(row: Row, strip: Strip) -> Row:
+    """A row's features without their trailing padding, as `strip` plans; the others as
+    they are."""
+    import numpy as np
+
+    out = []
+    for name, v in row:
+        if name not in strip and ALL not in strip:
+            out.append((name, v))
+            continue
+        pad = strip.get(name, strip.get(ALL))
+        out.append((name, strip_padding(v, pad if pad is not None and np.size(pad) == 1 else None)))
+    return out
+
+
+def _strip_plan(ds: Any, pads: list[Any] | None) -> Strip:
+    """Each feature of `ds` with its padded_batch's padding value (paired by position)."""
+    if not pads:
+        return {ALL: None}
+    names = [n for n, _ in named_leaves(getattr(ds, "element_spec", None))]
+    return dict(zip(names, pads, strict=True)) if len(names) == len(pads) else {ALL: None}
+
+
+def _sparse_names(ds: Any) -> set[str] | None:
+    import tensorflow as tf
+
+    spec = getattr(ds, "element_spec", None)
+    if spec is None:
+        return None
+    return {n for n, s in named_leaves(spec) if isinstance(s, tf.SparseTensorSpec)}
+
+
+def strip_plans(a: Any, b: Any) -> tuple[Strip | None, Strip | None]:
+    """What to strip on each side: with a padded_batch on either side, each side's padding
+    (a side without one takes the other's); a feature sparse on one side and dense on the
+    other loses its trailing zeros on both (a sparse row ends at its last stored entry, the
+    dense one at its shape). (None, None): nothing to strip."""
+    pads_a, pads_b = padding_values(a), padding_values(b)
+    plan_a = plan_b = None
+    if pads_a is not None or pads_b is not None:
+        plan_a = _strip_plan(a, pads_a if pads_a is not None else pads_b)
+        plan_b = _strip_plan(b, pads_b if pads_b is not None else pads_a)
+    sparse_a, sparse_b = _sparse_names(a), _sparse_names(b)
+    if sparse_a is None or sparse_b is None or sparse_a == sparse_b:
+        return plan_a, plan_b
+    mixed = sparse_a ^ sparse_b
+    plan_a, plan_b = plan_a or {}, plan_b or {}
+    for name in mixed:
+        plan_a.setdefault(name, None)
+        plan_b.setdefault(name, None)
+    return plan_a, plan_b
 
 
 def render(row: Row) -> str:
@@ -325,13 +375,13 @@ def collect_examples(
     batched: bool | None = None,
     readable: bool | collections.abc.Container[bytes] = False,
     deadline: float | None = None,
-    strip: list[Any] | None = None,
+    strip: Strip | None = None,
 ) -> Examples:
     """One pass over `ds` (stopping after the element that reaches `limit` examples).
     `readable`: True renders each distinct example, a container of keys only those.
     `deadline` (a time.monotonic() time): ExamplesOutOfTime once it is past. `strip`: the
-    padding values of the features (see `stripped`): each row is keyed without its trailing
-    padding, and also as it came (`Examples.exact`)."""
+    features' padding (see `stripped`): each row is keyed without its trailing padding, and
+    also as it came (`Examples.exact`)."""
     counts: collections.Counter[bytes] = collections.Counter()
     exact: collections.Counter[bytes] | None = None if strip is None else collections.Counter()
     shown: dict[bytes, str] = {}
@@ -370,7 +420,9 @@ class ExampleDiff:
     only_a: tuple[tuple[str, int], ...]
     only_b: tuple[tuple[str, int], ...]
     limited: bool = False  # a pass stopped at the limit: only the first examples compared
-    stripped: bool = False  # compared without trailing padding (a padded_batch on a side)
+    # Compared without trailing padding (a padded_batch on a side, or a feature sparse on
+    # one side and dense on the other).
+    stripped: bool = False
     # Examples of A that match only once their padding is stripped (their padded length
     # differs from B's): 0 when the passes are equal as they came.
     padding_only: int = 0
@@ -385,11 +437,12 @@ class ExampleDiff:
         if not self.stripped:
             return ""
         if not self.padding_only:
-            return "compared without trailing padding (a padded_batch); the padding is the same"
+            return "compared without trailing padding; the padding is the same"
         return (
-            f"compared without trailing padding (a padded_batch): {self.padding_only:,} "
-            f"of ds_a's {self.total_a:,} examples differ from ds_b's in their padding alone "
-            "(padded_batch pads each batch to its own longest example)"
+            f"compared without trailing padding: {self.padding_only:,} of ds_a's "
+            f"{self.total_a:,} examples differ from ds_b's in their padding alone "
+            "(padded_batch pads each batch to its own longest example; a sparse feature "
+            "ends at its last stored entry, a dense one at its shape)"
         )
 
 
@@ -431,12 +484,11 @@ def compare_examples(
     applies to both; None infers it (`batched_pair`, then per element). `deadline`: see
     `collect_examples`. `padding`: when either side has a padded_batch, examples are
     compared without their trailing padding (each side stripped of its own padding value,
-    a side without one of the other's), and the diff says how many differ in it alone."""
+    a side without one of the other's; a feature sparse on one side and dense on the other
+    without its trailing zeros: see `strip_plans`), and the diff says how many differ in it
+    alone."""
     ba, bb = (batched, batched) if batched is not None else batched_pair(a, b)
-    pads_a, pads_b = (padding_values(a), padding_values(b)) if padding else (None, None)
-    strip_a = strip_b = None
-    if pads_a is not None or pads_b is not None:
-        strip_a, strip_b = (pads_a or pads_b or []), (pads_b or pads_a or [])
+    strip_a, strip_b = strip_plans(a, b) if padding else (None, None)
     # Rendering is most of a pass's CPU: a dataset, which can be read again, is rendered
     # only where the passes differ, in a second pass; a one-shot iterator as it goes.
     ea = collect_examples(
@@ -490,7 +542,7 @@ def _rendered(
     keys: list[bytes],
     limit: int | None,
     batched: bool | None,
-    strip: list[Any] | None = None,
+    strip: Strip | None = None,
 ) -> dict[bytes, str]:
     """The readable form of the examples of `ds` with these keys, from another pass (none
     when there are no keys)."""

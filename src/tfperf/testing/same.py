@@ -36,8 +36,9 @@ def assert_same_examples(
     longest example, so the same example comes out at different lengths. "strip" (the
     default) compares examples without their trailing padding (padded_batch's padding
     value, default 0): they pass when only the padding differs, and the returned diff's
-    `note` says how many differed in it. "exact" fails then, with a message saying that
-    only the padding differs.
+    `note` says how many differed in it. A feature sparse on one side and dense on the
+    other is compared the same way, without its trailing zeros. "exact" fails then, with a
+    message saying that only the padding differs.
 
     Returns the comparison (`ExampleDiff`: totals, `note`) when it passes.
 
