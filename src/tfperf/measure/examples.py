@@ -320,6 +320,20 @@ def _sparse_names(ds: Any) -> set[str] | None:
     return {n for n, s in named_leaves(spec) if isinstance(s, tf.SparseTensorSpec)}
 
 
+PADDED_WHY = "padded_batch pads each batch to its own longest example"
+SPARSE_WHY = "a sparse feature ends at its last stored entry, a dense one at its shape"
+
+
+def _why_padded(a: Any, b: Any) -> str:
+    why = []
+    if padding_values(a) is not None or padding_values(b) is not None:
+        why.append(PADDED_WHY)
+    sparse_a, sparse_b = _sparse_names(a), _sparse_names(b)
+    if sparse_a is not None and sparse_b is not None and sparse_a != sparse_b:
+        why.append(SPARSE_WHY)
+    return "; ".join(why)
+
+
 def strip_plans(a: Any, b: Any) -> tuple[Strip | None, Strip | None]:
     """What to strip on each side: with a padded_batch on either side, each side's padding
     (a side without one takes the other's); a feature sparse on one side and dense on the
@@ -333,6 +347,7 @@ def strip_plans(a: Any, b: Any) -> tuple[Strip | None, Strip | None]:
     sparse_a, sparse_b = _sparse_names(a), _sparse_names(b)
     if sparse_a is None or sparse_b is None or sparse_a == sparse_b:
         return plan_a, plan_b
+    # A feature sparse on one side and dense on the other is compared without trailing zeros.
     mixed = sparse_a ^ sparse_b
     plan_a, plan_b = plan_a or {}, plan_b or {}
     for name in mixed:
@@ -426,6 +441,7 @@ class ExampleDiff:
     # Examples of A that match only once their padding is stripped (their padded length
     # differs from B's): 0 when the passes are equal as they came.
     padding_only: int = 0
+    why_padded: str = ""  # where the padding comes from, for `note`
 
     @property
     def same(self) -> bool:
@@ -441,8 +457,7 @@ class ExampleDiff:
         return (
             f"compared without trailing padding: {self.padding_only:,} of ds_a's "
             f"{self.total_a:,} examples differ from ds_b's in their padding alone "
-            "(padded_batch pads each batch to its own longest example; a sparse feature "
-            "ends at its last stored entry, a dense one at its shape)"
+            f"({self.why_padded})"
         )
 
 
@@ -525,6 +540,7 @@ def compare_examples(
         ea.truncated or eb.truncated,
         strip_a is not None,
         padding_only,
+        _why_padded(a, b) if strip_a is not None else "",
     )
 
 
