@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TextIO, TypeVar
 
 import typer
@@ -167,6 +168,33 @@ def quiet_tensorflow(verbose: bool = False) -> None:
     hooks = [f for f in sys.meta_path if isinstance(f, _QuietTensorFlowImport)]
     if "tensorflow" not in sys.modules and not hooks:
         sys.meta_path.insert(0, _QuietTensorFlowImport())
+
+
+def tensorflow_backend() -> None:
+    """Keras on its TensorFlow backend for this process: tfperf's commands train with
+    TensorFlow's distribution strategies and tf.function steps. A KERAS_BACKEND (or
+    keras.json) that asks for another backend is said in one line on stderr. Must run
+    before keras is imported (the backend is fixed then)."""
+    asked = os.environ.get("KERAS_BACKEND") or _keras_json_backend()
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+    if asked and asked != "tensorflow":
+        print(
+            f"tfperf: Keras backend {asked!r} asked for (KERAS_BACKEND or keras.json); tfperf's "
+            "commands run Keras on TensorFlow (from Python, tfperf.optimize and "
+            "tfperf.keras.InputMonitor work on any backend)",
+            file=sys.stderr,
+        )
+
+
+def _keras_json_backend() -> str | None:
+    """The backend ~/.keras/keras.json (or $KERAS_HOME's) names, if any."""
+    home = Path(os.environ.get("KERAS_HOME") or Path.home() / ".keras")
+    try:
+        value = json.loads((home / "keras.json").read_text()).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def print_error(message: str) -> None:

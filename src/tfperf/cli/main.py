@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from tfperf.cli.common import quiet_tensorflow
+from tfperf.cli.common import quiet_tensorflow, tensorflow_backend
 
 # Order shown in --help: the user's path through the data flow.
 COMMANDS = [
@@ -108,6 +108,7 @@ def global_options(
     ] = False,
 ) -> None:
     quiet_tensorflow(verbose)
+    tensorflow_backend()
 
 
 for _name in COMMANDS:

@@ -21,7 +21,7 @@ from tfperf.doctor.fix.dataset import fix_dataset, replay
 from tfperf.doctor.fix.runfile import compile_kwargs, withheld
 from tfperf.doctor.fix.trials import FixResult
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes import handed
+from tfperf.doctor.probes import handed, step_fn
 from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
@@ -98,41 +98,89 @@ class OptimizeReport:
 @dataclass(frozen=True)
 class Keywords:
     """What a run file would tell the doctor, for a dataset handed over in Python; each is
-    inferred when left out (see `_session`)."""
+    inferred when left out (see `_session`). The public functions' keywords, documented
+    there."""
 
-    batch_size: int | None = None  # default: the batch stage's, else the first element's
-    loss: Any = None  # a name, Loss or function; default: compiled, else from the labels
-    precision: str = "float32"  # the train step's Keras dtype policy
-    label: str | None = None  # for dict elements: the label feature
-    ram_budget_mb: float | None = None  # default: pipeline.shuffle_ram_mb
-    # The whole call's wall time (default 90 s for diagnose, 300 s for optimize); below
-    # 60 s measurements are also shorter, two repeats.
+    batch_size: int | None = None
+    loss: Any = None
+    precision: str = "float32"
+    label: str | None = None
+    ram_budget_mb: float | None = None
     budget_s: float | None = None
-    overrides: Sequence[str] = ()  # `--set` items, e.g. "doctor.repeats=5"
-    progress: bool | None = None  # the probe, trial and seconds left on stderr; None: on a tty
-    # The examples/s the accelerator will consume (doctor.target): the pipeline alone is
-    # judged against it and the trials time the pipeline's own rate.
+    overrides: Sequence[str] = ()
+    progress: bool | None = None
     target: float | None = None
+    step: Callable[[Any], Any] | None = None
+    convert: Callable[[Any], Any] | None = None
+
+
+KEYWORDS_DOC = """
+    Keywords (each inferred when left out):
+      step: instead of a model, any callable that takes one batch and does one training
+        step (e.g. a `jax.jit`-compiled Flax/JAX step carrying its state in a closure). It
+        gets each batch as `ds.as_numpy_iterator()` yields it, passed through `convert`
+        when given (e.g. `jax.device_put`); its result is waited for (`block_until_ready`).
+        The compute limit is `step` fed one batch from memory.
+      convert: turns a numpy batch into the step's arrays (timed as input, as in your loop).
+      batch_size: examples per batch (default: the batch stage's, else the first element's).
+      loss: a name, Loss or function (default: the compiled loss, else from the labels).
+      precision: the train step's Keras dtype policy ("float32").
+      label: for dict elements, the feature that is the label.
+      ram_budget_mb: the RAM a shuffle buffer or cache may take (pipeline.shuffle_ram_mb).
+      budget_s: the whole call's wall time (default 90 s for diagnose, 300 s for optimize);
+        below 60 s measurements are also shorter, two repeats.
+      overrides: `--set` items, e.g. ["doctor.repeats=5"].
+      progress: the probe, trial and seconds left on stderr (None: when stderr is a tty).
+      target: the examples/s the accelerator will consume (doctor.target): the pipeline
+        alone is judged against it and the trials time the pipeline's own rate.
+      tick: called with a probe's name after each timed repeat.
+"""
 
 
 def diagnose(
-    target: tf.data.Dataset | RunConfig,
+    dataset: tf.data.Dataset | RunConfig,
     model: keras.Model | str | None = None,
     *,
+    step: Callable[[Any], Any] | None = None,
+    convert: Callable[[Any], Any] | None = None,
+    batch_size: int | None = None,
+    loss: Any = None,
+    precision: str = "float32",
+    label: str | None = None,
+    ram_budget_mb: float | None = None,
+    budget_s: float | None = None,
+    overrides: Sequence[str] = (),
+    progress: bool | None = None,
+    target: float | None = None,
     tick: Tick | None = None,
-    **kwargs: Any,
+    compute_variants: bool = True,
 ) -> Diagnosis:
-    """The doctor's findings (a Diagnosis) for `target`: a tf.data.Dataset of (features,
-    labels) batches, with `model` a keras.Model, a 'module:function' that builds one, or
-    None for a stand-in that costs nothing (only the pipeline is judged), and `kwargs` the
-    fields of `Keywords` (batch_size, loss, precision, label, ram_budget_mb, budget_s,
-    overrides); or a RunConfig, as `tfperf doctor RUNFILE` (`kwargs` go to that doctor)."""
-    if isinstance(target, RunConfig):
-        return diagnose_run(target, tick=tick, **kwargs)
-    kw = Keywords(**kwargs)
+    """The doctor's findings (a Diagnosis) for `dataset`: a tf.data.Dataset of (features,
+    labels) batches, consumed by `model` (a keras.Model of any Keras backend, a
+    'module:function' that builds one, or None for a stand-in that costs nothing: only the
+    pipeline is judged) or by `step`; or a RunConfig, as `tfperf doctor RUNFILE` (then
+    only budget_s, tick and compute_variants apply)."""
+    if isinstance(dataset, RunConfig):
+        budget = Budget(budget_s) if budget_s is not None else None
+        return diagnose_run(dataset, tick=tick, budget=budget, compute_variants=compute_variants)
+    kw = Keywords(
+        batch_size=batch_size,
+        loss=loss,
+        precision=precision,
+        label=label,
+        ram_budget_mb=ram_budget_mb,
+        budget_s=budget_s,
+        overrides=tuple(overrides),
+        progress=progress,
+        target=target,
+        step=step,
+        convert=convert,
+    )
     with _progress(kw, kw.budget_s or DOCTOR_SECONDS) as (budget, show):
-        with _session(target, model, kw) as (cfg, ds):
-            diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=budget)
+        with _session(dataset, model, kw) as (cfg, ds):
+            diag = diagnose_run(
+                cfg, dataset=ds, tick=tick or show, budget=budget, compute_variants=compute_variants
+            )
     diag.source = "tf.data.Dataset"
     return diag
 
@@ -141,17 +189,40 @@ def optimize(
     dataset: tf.data.Dataset,
     model: keras.Model | str | None = None,
     *,
+    step: Callable[[Any], Any] | None = None,
+    convert: Callable[[Any], Any] | None = None,
+    batch_size: int | None = None,
+    loss: Any = None,
+    precision: str = "float32",
+    label: str | None = None,
+    ram_budget_mb: float | None = None,
+    budget_s: float | None = None,
+    overrides: Sequence[str] = (),
+    progress: bool | None = None,
+    target: float | None = None,
     tick: Tick | None = None,
-    **kwargs: Any,
 ) -> tuple[tf.data.Dataset, OptimizeReport]:
-    """(the optimized dataset, its report); `model` and `kwargs` as for `diagnose`. Each
-    rewrite `tfperf doctor --fix` knows is tried on top of those kept, timed against the
-    current pipeline with the model's real train step in paired, interleaved repeats and
-    kept only when faster beyond the noise (and, for a finite deterministic pipeline, when
-    it yields the same examples); the result is then timed beside the original. It is
-    never slower: when nothing helps, `dataset` itself comes back and the report says so.
-    With `label`, dict elements are split into (features, labels), the returned ones too."""
-    kw = Keywords(**kwargs)
+    """(the optimized dataset, its report); `model`, `step` and the keywords as for
+    `diagnose`. Each rewrite `tfperf doctor --fix` knows is tried on top of those kept,
+    timed against the current pipeline with the model's real train step (or `step`) in
+    paired, interleaved repeats and kept only when faster beyond the noise (and, for a
+    finite deterministic pipeline, when it yields the same examples); the result is then
+    timed beside the original. It is never slower: when nothing helps, `dataset` itself
+    comes back and the report says so. With `label`, dict elements are split into
+    (features, labels), the returned ones too."""
+    kw = Keywords(
+        batch_size=batch_size,
+        loss=loss,
+        precision=precision,
+        label=label,
+        ram_budget_mb=ram_budget_mb,
+        budget_s=budget_s,
+        overrides=tuple(overrides),
+        progress=progress,
+        target=target,
+        step=step,
+        convert=convert,
+    )
     total = kw.budget_s or FIX_SECONDS
     with _progress(kw, total) as (budget, show), _session(dataset, model, kw) as (cfg, ds):
         # The diagnosis takes at most a third of the budget (and DOCTOR_SECONDS), as --fix.
@@ -162,6 +233,10 @@ def optimize(
         result.compile_kwargs = compile_kwargs(diag, cfg.doctor.steps)
         result.withheld = withheld(cfg, diag, run_file=False)
     return result.dataset, OptimizeReport(diag, result)
+
+
+diagnose.__doc__ = (diagnose.__doc__ or "") + KEYWORDS_DOC
+optimize.__doc__ = (optimize.__doc__ or "") + KEYWORDS_DOC
 
 
 def apply_rewrites(
@@ -231,13 +306,64 @@ def _session(
     }
     if kw.ram_budget_mb is not None:
         data["pipeline"]["shuffle_ram_mb"] = kw.ram_budget_mb
-    name, restore = _model_entry(model, kw.loss, spec[1], data)
+    name, restore = _consumer_entry(model, kw, spec[1], data)
     try:
         yield config_from_dict(data, list(kw.overrides), "tfperf.optimize"), ds
     finally:
         if name is not None:
             handed.unregister(name)
         restore()
+
+
+def _consumer_entry(
+    model: keras.Model | str | None, kw: Keywords, labels_spec: Any, data: dict[str, Any]
+) -> tuple[str | None, Callable[[], None]]:
+    """Sets data["model"] for what consumes the batches: a user's step, a Keras model on a
+    backend other than TensorFlow (its own train step, through step_fn.py), or a model for
+    tfperf's TensorFlow train step (`_model_entry`)."""
+
+    if kw.step is not None or kw.convert is not None:
+        if model is not None:
+            raise UserError(
+                "tfperf: pass either model or step (a training step that takes one batch), "
+                f"not both: found model={type(model).__name__} and step="
+                f"{type(kw.step).__name__}"
+            )
+        if kw.step is None:
+            raise UserError("tfperf: convert applies to a step: pass step=your_train_step too")
+        step_fn.check_step(kw.step, kw.convert)
+        consumer = step_fn.StepFn(kw.step, step_fn.step_name(kw.step), kw.convert)
+    elif step_fn.backend() != "tensorflow":
+        built = _built(model)
+        if built is None:  # the stand-in: a step that costs nothing, on any backend
+            consumer = step_fn.StepFn(_no_step, "no model")
+        else:
+            consumer = step_fn.keras_step(built, kw.loss)
+    else:
+        return _model_entry(model, kw.loss, labels_spec, data)
+    # A user's step is timed as it is: no compute what-ifs of tfperf's own train step.
+    data["doctor"]["what_ifs"] = []
+    data["model"] = {"name": handed.register_step(consumer)}
+    return data["model"]["name"], lambda: None
+
+
+def _no_step(batch: Any) -> None:
+    """The stand-in step: the batch is all it reads (training runs at the pipeline's pace)."""
+
+
+def _built(model: keras.Model | str | None) -> keras.Model | None:
+    """`model` as a keras.Model (a 'module:function' called), None for None."""
+    import keras
+
+    if isinstance(model, str):
+        built = load_object(model, field="model")
+        model = built() if callable(built) and not isinstance(built, keras.Model) else built
+    if model is not None and not isinstance(model, keras.Model):
+        raise UserError(
+            f"tfperf: model: expected a keras.Model, a 'module:function' or None, found "
+            f"{type(model).__name__}"
+        )
+    return model
 
 
 def _model_entry(
@@ -251,8 +377,7 @@ def _model_entry(
     data["model"] = section
     if isinstance(model, str):
         section["name"] = model
-        built = load_object(model, field="model")
-        built = built() if callable(built) and not isinstance(built, keras.Model) else built
+        built = _built(model)
         loss = loss if loss is not None else handed.compiled_loss(built)
         if isinstance(loss, str) or loss is None:
             section["loss"] = loss or handed.infer_loss(labels_spec)

@@ -7,7 +7,11 @@ input-bound fraction, the verdict and what to run next.
 
 The callback wraps `model.train_function` (Keras makes it before `on_train_begin`) to time
 each call and reach the iterator `fit` made; it implements no per-batch hook, so Keras keeps
-dispatching batch callbacks asynchronously. The wait itself comes from a dataset wrapped by
+dispatching batch callbacks asynchronously. On the JAX (or PyTorch) backend `fit` iterates
+the dataset in Python: a step's time there runs from the end of one call to the end of the
+next, the tf.data iterator is reached through fit's frame (fit_iterator.py), and on JAX,
+which returns before the step has run, the wait counts only what the device sat idle for
+(pulls.py). The wait itself comes from a dataset wrapped by
 `monitor(ds)` (keras/meter.py): without it only step time and tf.data's stage model are logged.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -23,7 +28,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 import keras
 import tensorflow as tf
 
+from tfperf.keras.fit_iterator import fit_iterator
 from tfperf.keras.meter import InputMeter, MeterReading, monitor, recent_meters
+from tfperf.keras.pulls import TimedPulls, first_array
 from tfperf.observe.feed import (
     MODERATELY,
     PipelineSnapshot,
@@ -173,14 +180,44 @@ class InputMonitor(keras.callbacks.Callback):
         self._steps_per_call = int(getattr(self.model, "steps_per_execution", 1) or 1)
         self._original = self.model.train_function
         original = self._original
+        # On other backends fit iterates the dataset in Python and feeds numpy batches.
+        self._in_python = keras.backend.backend() != "tensorflow"
+        self._mark = 0.0
+        self._tf_iterator: Any = None  # a weak reference, on those backends
+        self._lookups = 0
+        # JAX dispatches a call's step and returns: its wait is timed at the pulls (pulls.py).
+        self._pulls = keras.backend.backend() == "jax"
+        self._previous: Any = None
 
-        def timed_train_function(iterator: Any) -> Any:
+        def timed_train_function(*args: Any) -> Any:
             t0 = time.perf_counter()
-            out = original(iterator)
-            self._after_call(iterator, time.perf_counter() - t0, out)
+            pulls = None
+            if self._pulls and len(args) == 2:
+                pulls = TimedPulls(args[1], self._previous)
+                args = (args[0], pulls)
+            out = original(*args)
+            t1 = time.perf_counter()
+            if self._in_python:
+                logs = out[0] if isinstance(out, tuple) else out
+                if pulls is not None:
+                    self._previous = first_array(logs)
+                    if self._calls:  # the compiling first call is no sample
+                        self._window.idle_s = (self._window.idle_s or 0.0) + pulls.idle
+                # From the end of the last call: the batches' pull, callbacks and this call.
+                wall, self._mark = (t1 - self._mark if self._mark else t1 - t0), t1
+                self._find_tf_iterator(sys._getframe(1))
+                self._after_call(None, wall, logs)
+            else:
+                self._after_call(args[0], t1 - t0, out)
             return out
 
         self.model.train_function = timed_train_function
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._in_python and epoch > 0:
+            # A new epoch's fit makes a new iterator: found again at its first calls.
+            self._tf_iterator, self._lookups = None, 0
+            self._mark = 0.0  # the last epoch's end and validation left out
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         if self._original is not None:
@@ -189,6 +226,8 @@ class InputMonitor(keras.callbacks.Callback):
         if self._window.steps:
             self._log(self._window.last_out)
         self._iterator = None  # fit's iterator (and its buffers) must not outlive fit
+        self._tf_iterator = None
+        self._previous = None
         if self._writer is not None:
             self._writer.flush()
         if self.verbose:
@@ -198,7 +237,7 @@ class InputMonitor(keras.callbacks.Callback):
     def _after_call(self, iterator: Any, wall: float, out: Any) -> None:
         # Per call only counters: the meter is read at logged points (each read is a host
         # round trip, ~1% of a 5 ms step if done every call).
-        self._iterator = iterator
+        self._iterator = iterator if not self._in_python else self._python_fed_iterator()
         self._calls += 1
         steps = self._steps_per_call
         self._step += steps
@@ -211,6 +250,19 @@ class InputMonitor(keras.callbacks.Callback):
             self._log(out)
         elif self._calls % SNAPSHOT_EVERY == 0:
             self._take_snapshot()
+
+    def _find_tf_iterator(self, frame: Any) -> None:
+        """Looks for the tf.data iterator fit pulls from in Python, at an epoch's first few
+        calls (the first may come before fit's generator has started)."""
+        if self._tf_iterator is None and self._lookups < 3:
+            self._lookups += 1
+            found = fit_iterator(frame)
+            if found is not None:
+                self._tf_iterator = weakref.ref(found)
+
+    def _python_fed_iterator(self) -> Any:
+        """The tf.data iterator fit pulls from in Python (None when it is gone)."""
+        return self._tf_iterator() if self._tf_iterator is not None else None
 
     def _take_snapshot(self) -> None:
         """tf.data's model now, kept while the iterator lives (an exhausted one has none)."""
@@ -236,7 +288,8 @@ class InputMonitor(keras.callbacks.Callback):
         reading = self._meter.read()
         delta, self._last = reading - self._last, reading
         self._window.reading = delta
-        if isinstance(self._iterator, tf.data.Iterator) and delta.batches > 0:
+        plain = self._in_python or isinstance(self._iterator, tf.data.Iterator)
+        if plain and delta.batches > 0:
             self._step += int(delta.batches) - self._window.steps
             self._window.steps = int(delta.batches)
 
@@ -247,10 +300,14 @@ class InputMonitor(keras.callbacks.Callback):
         s.wall_s += w.wall_s
         values: dict[str, float] = {"step/time_ms": 1e3 * w.wall_s / w.steps}
         if w.reading is not None:
-            s.wait_s = (s.wait_s or 0.0) + w.reading.wait_s
+            wait = w.reading.wait_s
+            if w.idle_s is not None:
+                # Dispatched asynchronously: a pull while the step still ran cost nothing.
+                wait = min(wait, w.idle_s)
+            s.wait_s = (s.wait_s or 0.0) + wait
             s.examples = (s.examples or 0.0) + w.reading.examples
-            values["input/wait_ms"] = 1e3 * w.reading.wait_s / w.steps
-            values["input/wait_fraction"] = min(1.0, w.reading.wait_s / w.wall_s)
+            values["input/wait_ms"] = 1e3 * wait / w.steps
+            values["input/wait_fraction"] = min(1.0, wait / w.wall_s)
             values["step/examples_per_sec"] = w.reading.examples / w.wall_s
         self._take_snapshot()
         snap = self._snapshot
@@ -274,6 +331,8 @@ class _Window:
     wall_s: float = 0.0
     reading: MeterReading | None = None
     last_out: Any = None
+    # On JAX: the seconds the device sat idle while batches were pulled (pulls.py).
+    idle_s: float | None = None
 
     def add(self, wall: float, steps: int, out: Any) -> None:
         self.steps += steps

@@ -290,7 +290,7 @@ def diagnose(
     source = cfg.data.pipeline or (cfg.workload and f"workload {cfg.workload}")
     return Diagnosis(
         source=source or cfg.source or "run file",
-        model=getattr(target.model, "name", type(target.model).__name__),
+        model=target.name,
         batch_size=batch,
         precision=target.precision,
         pipeline=pipeline,

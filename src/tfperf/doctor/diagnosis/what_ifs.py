@@ -117,7 +117,8 @@ def what_if_probes(
         # Interleaved with them, the reference each compute what-if is judged against.
         reference = compute_probe(PAIRED_COMPUTE, target, train_ds, d, limit)
         out.insert(0, reference)
-    if lint.float64_outputs(graph):
+    # A user's own step takes the dtypes its loop feeds it: no float32 what-if.
+    if lint.float64_outputs(graph) and (target is None or target.step is None):
         name = "float32 inputs"
         cast = train_ds.map(to_float32)
         variant(name, lambda: _compute_at(name, cfg, cast, batch, None, limit))

@@ -25,8 +25,25 @@ def register(make: Callable[[], keras.Model]) -> str:
     return f"{__name__}:MODELS.{name}"
 
 
+def register_step(step: Any) -> str:
+    """A model.name under which a user's training step (a `step_fn.StepFn`) is found."""
+    name = f"s{next(_ids)}"
+    setattr(MODELS, name, step)
+    return f"{__name__}:MODELS.{name}"
+
+
 def unregister(spec: str) -> None:
     delattr(MODELS, spec.rsplit(".", 1)[-1])
+
+
+def step_of(spec: str | None) -> Any:
+    """The training step registered under model.name `spec` (a `step_fn.StepFn`), or None
+    when `spec` names a model."""
+    prefix = f"{__name__}:MODELS."
+    if not spec or not spec.startswith(prefix):
+        return None
+    found = getattr(MODELS, spec.removeprefix(prefix), None)
+    return None if callable(found) and not hasattr(found, "run_fed") else found
 
 
 def compiled_loss(model: keras.Model) -> Any:

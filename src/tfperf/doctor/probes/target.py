@@ -1,5 +1,6 @@
 """What the doctor times, on the shared measuring core `tfperf.measure`: the run file's model
-behind tfperf's compiled train step (`StepTarget`), and the three kinds of probes sized by
+behind tfperf's compiled train step, or a user's own training step (step_fn.py) as
+`tfperf.optimize(ds, step=fn)` hands it (`StepTarget`), and the three kinds of probes sized by
 the run file's `doctor` section (each repeat: `warmup` untimed steps, then at least `steps`
 steps and `min_seconds`): a pipeline alone, the compute limit, training.
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfperf.config import DoctorConfig, RunConfig
+from tfperf.doctor.probes import handed
+from tfperf.doctor.probes.step_fn import StepFn
 from tfperf.errors import UserError
 from tfperf.measure import Probe, StepRunner, cached_batch, pipeline_probe, training_probe
 
@@ -25,19 +28,36 @@ if TYPE_CHECKING:
 
 @dataclass
 class StepTarget:
-    """A model, optimizer and the real compiled multi-step train function, built once."""
+    """A model, optimizer and the real compiled multi-step train function, built once; or a
+    user's own step (`step`), called from Python as the user's loop calls it."""
 
-    model: keras.Model
-    train_step: TrainStep
+    model: keras.Model | None
+    train_step: TrainStep | None
     precision: str
     batch: int
+    step: StepFn | None = None
+
+    @property
+    def name(self) -> str:
+        if self.step is not None:
+            return self.step.name
+        return str(getattr(self.model, "name", type(self.model).__name__))
 
     @property
     def run_steps(self) -> StepRunner:
         """`n` train steps from an iterator; the seconds they waited for input."""
+        if self.step is not None:
+            return self.step.run_fed
         step = self.train_step
+        assert step is not None
         # Reading the result waits for the compiled call to finish.
         return lambda it, n: float(step(it, n)["wait_s"])
+
+    @property
+    def run_cached(self) -> StepRunner | None:
+        """A user's step on one batch held in memory (None: the compiled step is fed
+        `cached_batch`, which stays inside the graph)."""
+        return self.step.run_cached if self.step is not None else None
 
 
 def local_accelerators() -> int:
@@ -73,7 +93,11 @@ def build_target(
     sample: Callable[[], Any] | None = None,
 ) -> StepTarget:
     """The run file's model and loss behind tfperf's TrainStep, under `precision`;
-    `sample()` gives a real batch of the timed dataset (run_input.first_of)."""
+    `sample()` gives a real batch of the timed dataset (run_input.first_of). A step handed
+    to `tfperf.optimize(ds, step=fn)` is its own target."""
+    step = handed.step_of(cfg.model.name)
+    if step is not None:
+        return StepTarget(None, None, "the step's own", batch, step=step)
     # TensorFlow and the train loop are imported on first use so that `tfperf --help`
     # stays fast.
     import keras
@@ -171,6 +195,18 @@ def compute_probe(
     give_up: bool = False,
 ) -> Probe:
     """The compute limit: the same train step fed the first batch of `ds` from memory."""
+    if target.run_cached is not None:
+        return training_probe(
+            name,
+            target.run_cached,
+            cached_batch(ds),
+            steps=steps_per_call or d.steps,
+            warmup=d.warmup,
+            examples_per_step=target.batch,
+            min_seconds=d.min_seconds,
+            time_limit=time_limit,
+            give_up=give_up,
+        )
     return train_probe(name, target, cached_batch(ds), d, time_limit, steps_per_call, give_up)
 
 

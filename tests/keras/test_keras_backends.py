@@ -1,0 +1,71 @@
+"""InputMonitor and the doctor for Keras 3 on the JAX backend, in a process of its own (the
+backend is fixed at import; helpers/keras_backends.py): a slow pipeline called input-bound
+with tf.data's stage model under the same TensorBoard tags, a fast one not, and a planted
+per-example map diagnosed with the same verdict and first finding as under TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tfperf.runreport.events import read_scalars
+
+from helpers import keras_backends as kb
+
+
+@pytest.fixture(scope="module")
+def on_jax(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("jax_logs")
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers.keras_backends", str(logs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), logs
+
+
+def test_the_process_ran_keras_on_jax(on_jax):
+    assert on_jax[0]["backend"] == "jax"
+
+
+def test_a_slow_pipeline_is_input_bound_in_a_jax_fit(on_jax):
+    slow = on_jax[0]["slow"]
+    # two epochs of 16 batches, the compiling first call left out
+    assert slow["steps"] == 31, slow
+    assert slow["examples"] == 31 * kb.BATCH, slow
+    # 50 ms of sleep per batch against a step of ~1 ms
+    assert slow["verdict"] == "highly input-bound", slow
+    # tf.data's own stage model, reached through fit's Python-side iterator
+    assert any("Map" in key for key in slow["stage_us"]), slow["stage_us"]
+
+
+def test_the_tensorboard_tags_are_tfperf_trains(on_jax):
+    tags = set(read_scalars(on_jax[1] / "train"))
+    expected = {"input/wait_ms", "input/wait_fraction", "step/examples_per_sec", "step/time_ms"}
+    assert expected <= tags, tags
+    assert any(t.startswith("input/stage_us/") for t in tags), tags
+    assert "loss" in tags, tags  # fit's own logs, from the JAX step's outputs
+
+
+def test_a_fast_pipeline_is_not_input_bound_in_a_jax_fit(on_jax):
+    fast = on_jax[0]["fast"]
+    assert fast["steps"] == 2048 // kb.BATCH - 1, fast
+    assert fast["verdict"] == "not input-bound", fast
+
+
+def test_the_same_pipeline_and_model_get_the_same_verdict_on_both_backends(on_jax):
+    import keras
+
+    assert keras.backend.backend() == "tensorflow"  # this process
+    on_tf = kb.diagnosed()
+    on_jax_doctor = on_jax[0]["doctor"]
+    assert on_tf["verdict"] == on_jax_doctor["verdict"] == "highly input-bound", (on_tf, on_jax)
+    assert on_tf["findings"][0] == on_jax_doctor["findings"][0] == "per_example_map"
