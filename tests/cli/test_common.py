@@ -23,6 +23,7 @@ from tfperf.cli.common import (
     REPORT_WIDTH,
     print_json,
     report_width,
+    tensorflow_backend,
     tensorflow_startup_filtered,
     user_errors,
 )
@@ -148,3 +149,36 @@ def test_others_print_to_stderr_while_the_report_goes_to_stdout(capsys, monkeypa
     out = capsys.readouterr()
     assert json.loads(out.out) == {"rate": 1.5}
     assert out.err == "Found 3 files\n"
+
+
+def test_another_keras_backend_is_said_in_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    tensorflow_backend()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "'jax'" in lines[0] and "run Keras on TensorFlow" in lines[0]
+    # keras.json's backend counts too; a TensorFlow one says nothing
+    monkeypatch.delenv("KERAS_BACKEND")
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    (tmp_path / "keras.json").write_text('{"backend": "torch"}')
+    tensorflow_backend()
+    assert "'torch'" in capsys.readouterr().err
+    (tmp_path / "keras.json").write_text('{"backend": "tensorflow"}')
+    tensorflow_backend()
+    assert capsys.readouterr().err == ""
+
+
+def test_tfperf_runs_keras_on_tensorflow_whatever_keras_backend_says():
+    # A fresh process: the backend is fixed when keras is first imported.
+    code = (
+        "from tfperf.cli.common import tensorflow_backend; tensorflow_backend(); "
+        "import keras; print(keras.backend.backend())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**user_env(), "KERAS_BACKEND": "jax"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tensorflow", done.stdout
