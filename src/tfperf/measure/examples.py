@@ -573,7 +573,8 @@ def same_examples(
     *,
     limit: int | None = MAX_COMPARE,
     deadline: float | None = None,
+    padding: bool = False,
 ) -> bool:
     """True when one pass of `a` and of `b` yield the same multiset of examples.
-    `deadline`: see `collect_examples`."""
-    return compare_examples(a, b, limit=limit, show=0, deadline=deadline).same
+    `deadline`: see `collect_examples`; `padding`: see `compare_examples`."""
+    return compare_examples(a, b, limit=limit, show=0, deadline=deadline, padding=padding).same

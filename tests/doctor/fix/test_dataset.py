@@ -92,3 +92,15 @@ def test_optimize_moves_a_shuffle_of_decoded_examples_before_the_decode():
     replayed = tfperf.apply_rewrites(ds, [move.name])
     kinds = [s.kind for s in lint.read_graph(replayed).stages]
     assert kinds.index("shuffle") < kinds.index("map"), kinds
+
+
+def test_a_rewrite_that_changes_only_the_padding_keeps_the_examples():
+    """The doctor's multiset check on a padded_batch pipeline: reordered examples are padded
+    to other lengths (each batch to its own longest), which is not a change of examples."""
+    tags = tf.ragged.constant([[i % 7 + 1] * (1 + i % 6) for i in range(64)], dtype=tf.int64)
+    ds = tf.data.Dataset.from_tensor_slices(tags).map(lambda t: (t, tf.size(t)))
+    reordered = ds.shuffle(64, seed=1, reshuffle_each_iteration=False).padded_batch(8)
+    assert not same_examples(ds.padded_batch(8), reordered)
+    assert same_examples(ds.padded_batch(8), reordered, padding=True)
+    changed = ds.map(lambda t, n: (t + 1, n)).padded_batch(8)
+    assert not same_examples(ds.padded_batch(8), changed, padding=True)

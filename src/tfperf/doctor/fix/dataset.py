@@ -103,6 +103,8 @@ def fix_dataset(
             # A rewrite may bring its own check: a callable (float32's, with a tolerance)
             # replaces the multiset's; a pair (a shuffled source's rewrite: its own part,
             # unshuffled) stands in for it where the whole pipeline cannot be compared.
+            # padding=True: a padded_batch pads each batch to its own longest example, so a
+            # rewrite that only reorders examples changes their padding, not the examples.
             check = getattr(cand, "doctor_check", None)
             clock = FIX_CLOCK.get()
             until = clock.check_until() if clock is not None else None
@@ -110,10 +112,10 @@ def fix_dataset(
                 if callable(check):
                     if not check():
                         raise Skipped("changes the examples beyond float32's precision")
-                elif checkable and not same_examples(ds, cand, deadline=until):
+                elif checkable and not same_examples(ds, cand, deadline=until, padding=True):
                     raise Skipped("changes the examples")
                 elif not checkable and check is not None:
-                    if not same_examples(*check, deadline=until):
+                    if not same_examples(*check, deadline=until, padding=True):
                         raise Skipped("changes the examples")
             except ExamplesOutOfTime as cut:
                 # Never timed unchecked: a rewrite that may change the examples is not kept.
@@ -176,7 +178,8 @@ def _shuffle_early(diag: Diagnosis, ds: tf.data.Dataset) -> tuple[tf.data.Datase
         return None
     clock = FIX_CLOCK.get()
     try:
-        same = same_examples(*moved.doctor_check, deadline=clock.check_until() if clock else None)
+        until = clock.check_until() if clock else None
+        same = same_examples(*moved.doctor_check, deadline=until, padding=True)
     except ExamplesOutOfTime as cut:
         same, why = False, f"not checked within the time budget ({cut})"
     else:
