@@ -64,3 +64,15 @@ def test_doctor_and_bench_on_a_run_file_with_a_ragged_source(tmp_path, cli):
     assert "source#0" in stages and "shuffle#1" in stages and "batch#" in stages
     rep = bench_pipeline(load_config(path), repeats=1, batches=3, warmup=1)
     assert rep.tuned.examples_per_s.median > 0
+
+
+def test_optimize_a_padded_batch_of_ragged_tags_keeps_the_examples_but_their_padding():
+    """The cache after the decode applies the padded_batch again (a plain batch could not
+    stack the tags); the shuffled source pads each example to another batch's longest, so
+    the examples match without their padding."""
+    ds = rp.padded_tags()
+    out, report = tfperf.optimize(ds, None, budget_s=20, overrides=FAST)
+    reasons = [t.reason for t in report.fix.trials]
+    assert not any("Error" in r for r in reasons), reasons
+    assert out.element_spec == ds.element_spec
+    assert_same_examples(ds, out)
