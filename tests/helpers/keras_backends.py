@@ -1,8 +1,9 @@
 """What the Keras-on-other-backends tests run in a process of their own (Keras' backend is
 fixed when keras is first imported): `python -m helpers.keras_backends` under
-KERAS_BACKEND=jax fits with the InputMonitor on a slow and a fast pipeline and diagnoses a
-planted per-example map, printing one JSON object; the test compares it with the same
-pipeline and model diagnosed under the TensorFlow backend in its own process."""
+KERAS_BACKEND=jax fits with the InputMonitor on a slow and a fast pipeline, optimizes a
+planted per-example map and a model compiled without XLA, printing one JSON object; the
+test compares it with the same pipeline and model diagnosed under the TensorFlow backend
+in its own process."""
 
 from __future__ import annotations
 
@@ -88,6 +89,38 @@ def diagnosed() -> dict[str, Any]:
     return {"verdict": diag.verdict, "findings": [f.code for f in diag.findings]}
 
 
+def optimized() -> dict[str, Any]:
+    """`tfperf.optimize` on the planted per-example map: its diagnosis, what it kept, and
+    whether the returned pipeline yields the same examples."""
+    import tfperf
+
+    ds = per_example_dataset()
+    fast, report = tfperf.optimize(ds, small_model(), overrides=FAST, budget_s=40)
+    try:
+        tfperf.testing.assert_same_examples(ds, fast)
+        same = True
+    except AssertionError:
+        same = False
+    diag = report.diagnosis
+    return {
+        "verdict": diag.verdict,
+        "findings": [f.code for f in diag.findings],
+        "kept": report.kept,
+        "speedup": report.speedup,
+        "same_examples": same,
+    }
+
+
+def jit_advice() -> dict[str, Any]:
+    """A model compiled with jit_compile=False on a fast pipeline: the advice to compile."""
+    import tfperf
+
+    model = small_model(256, depth=2)
+    model.compile("adam", "mse", jit_compile=False)
+    _, report = tfperf.optimize(fast_dataset(2048), model, overrides=FAST, budget_s=30)
+    return {"findings": [f.code for f in report.diagnosis.findings], **report.compile_kwargs}
+
+
 def main(log_dir: str) -> None:
     import keras
 
@@ -96,7 +129,8 @@ def main(log_dir: str) -> None:
         "slow": monitored_fit(slow_dataset(), small_model(), log_dir, epochs=2),
         # Two 512-wide layers: a step of milliseconds against a dequeue of ~0.1 ms.
         "fast": monitored_fit(fast_dataset(2048), small_model(512, depth=2)),
-        "doctor": diagnosed(),
+        "doctor": optimized(),
+        "advice": jit_advice(),
     }
     print(json.dumps(out))
 

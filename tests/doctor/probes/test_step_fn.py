@@ -96,7 +96,9 @@ def example():
     return runpy.run_path(str(ROOT / "examples" / "jax_step.py"), run_name="example")
 
 
-def test_a_jax_step_on_a_per_example_map_is_input_bound_and_optimize_vectorizes_it(example):
+def test_a_jax_step_on_a_per_example_map_is_input_bound_and_optimize_vectorizes_it(
+    example, tmp_path
+):
     ds = example["make_dataset"](examples=4096)
     diag = tfperf.diagnose(ds, step=example["Trainer"](), overrides=FAST, budget_s=30)
     # ~20 ops per example against a tiny MLP step: far beyond a loaded host's noise
@@ -109,6 +111,9 @@ def test_a_jax_step_on_a_per_example_map_is_input_bound_and_optimize_vectorizes_
     # the twin gains ~10x here: asserted well below it
     assert report.speedup > 2, str(report)
     tfperf.testing.assert_same_examples(ds, fast)
+    # the HTML report of a step's trials, as of a Keras model's
+    page = report.to_html(tmp_path / "report.html").read_text()
+    assert "vectorize per-example maps" in page and diag.model in page
     # the user's own loop, fed the optimized pipeline, trains on it
     trainer = example["Trainer"]()
     losses = [float(trainer(batch)) for batch in fast.take(3).as_numpy_iterator()]

@@ -95,7 +95,18 @@ def what_if_probes(
                 name = f"compute at batch={big}"
                 rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
                 variant(name, partial(_compute_at, name, cfg, rebatched, big, None, limit))
-    if compute_variants and "xla" in d.what_ifs and verdict != "highly input-bound":
+    step = target.step if target is not None else None
+    if step is not None:
+        # A step handed over in Python: only the what-ifs it can be timed as (step_fn.py).
+        if compute_variants and "xla" in step.variants and verdict != "highly input-bound":
+            xla = partial(StepTarget, None, None, precision, batch)
+            variant(
+                XLA_VARIANT,
+                lambda: compute_probe(
+                    XLA_VARIANT, xla(step=step.variants["xla"]()), train_ds, d, limit, give_up=True
+                ),
+            )
+    elif compute_variants and "xla" in d.what_ifs and verdict != "highly input-bound":
         if not xla_already_on(cfg):
             name = XLA_VARIANT
             xla_cfg = cfg.model_copy(deep=True)

@@ -49,6 +49,9 @@ class StepFn:
     fn: Callable[[Any], Any]
     name: str = "step"
     convert: Callable[[Any], Any] | None = None
+    # Compute what-ifs this step can be timed as (e.g. "xla": the same model compiled with
+    # XLA), each made on demand.
+    variants: dict[str, Callable[[], StepFn]] = field(default_factory=dict)
     # The batch the compute limit feeds, per iterator: a weak key, so that a probe's `del it`
     # still stops that iterator.
     _cached: weakref.WeakKeyDictionary[Any, Any] = field(
@@ -144,13 +147,13 @@ def backend() -> str:
     return str(keras.backend.backend())
 
 
-def keras_step(model: keras.Model, loss: Any = None) -> StepFn:
+def keras_step(model: keras.Model, loss: Any = None, jit_compile: bool | None = None) -> StepFn:
     """A copy of `model` (same layers, fresh weights, a fresh optimizer of the same kind,
     no metrics: the doctor needs none) trained by its backend's own compiled train step, as
     `fit` calls it; batches become the backend's arrays as `fit` makes them."""
     import keras
 
-    clone = _compiled_clone(model, loss)
+    clone = _compiled_clone(model, loss, jit_compile)
     state: list[Any] = []
 
     def to_arrays(batch: Any) -> Any:
@@ -181,16 +184,21 @@ def keras_step(model: keras.Model, loss: Any = None) -> StepFn:
         logs, state[0] = clone.train_function(state[0], iter([batch]))
         return logs
 
-    return StepFn(jax_step, name=str(model.name), convert=to_arrays)
+    variants: dict[str, Callable[[], StepFn]] = {}
+    if clone.jit_compile is False and jit_compile is None:
+        # Compiled without XLA (jit_compile=False): the compiled step is a what-if to time.
+        variants["xla"] = lambda: keras_step(model, loss, jit_compile=True)
+    return StepFn(jax_step, name=str(model.name), convert=to_arrays, variants=variants)
 
 
 def _xy(batch: Any) -> tuple[Any, ...]:
     return tuple(batch) if isinstance(batch, tuple) else (batch,)
 
 
-def _compiled_clone(model: keras.Model, loss: Any) -> keras.Model:
-    """`model`'s copy compiled as the user compiled it, less the metrics; the model itself
-    when Keras cannot clone it (the caller restores its weights)."""
+def _compiled_clone(model: keras.Model, loss: Any, jit_compile: bool | None = None) -> keras.Model:
+    """`model`'s copy compiled as the user compiled it (with `jit_compile` when given), less
+    the metrics; the model itself when Keras cannot clone it (the caller restores its
+    weights)."""
     import keras
 
     config = getattr(model, "_compile_config", None)
@@ -214,7 +222,7 @@ def _compiled_clone(model: keras.Model, loss: Any) -> keras.Model:
         loss_weights=compiled.get("loss_weights"),
         # An empty list, not None: compile keeps the metrics a clone inherited for None.
         metrics=[],
-        jit_compile=compiled.get("jit_compile", "auto"),
+        jit_compile=compiled.get("jit_compile", "auto") if jit_compile is None else jit_compile,
         steps_per_execution=compiled.get("steps_per_execution", 1),
     )
     return clone
