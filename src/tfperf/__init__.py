@@ -10,6 +10,7 @@ The Python API mirrors the commands:
     diagnose(cfg), fix_pipeline(...)         tfperf doctor [--fix]
     diagnose(dataset, model)                 the doctor's findings for any tf.data.Dataset
     optimize(dataset, model) -> (ds, report) --fix on any dataset; apply_rewrites replays it
+    optimize(dataset, step=fn)               the same with your own (e.g. JAX) training step
     testing.assert_same_examples(a, b), ...  assertions for your own pipeline's unit tests
     keras.InputMonitor, keras.monitor(ds)    input wait inside your own model.fit
 

@@ -141,3 +141,13 @@ def test_elements_that_are_not_features_and_labels_are_a_user_error():
         tfperf.diagnose(tf.data.Dataset.range(8).batch(4))
     with pytest.raises(tfperf.UserError, match="expected a keras.Model"):
         tfperf.diagnose(tf.data.Dataset.from_tensor_slices(([1.0], [1.0])).batch(1), model=42)
+
+
+def test_sample_weights_and_names_tensorflow_refuses_through_the_api():
+    x = np.ones((64, 4), np.float32)
+    weighted = tf.data.Dataset.from_tensor_slices((x, x[:, :1], x[:, 0])).batch(16)
+    diag = tfperf.diagnose(weighted, overrides=[*FAST, "doctor.what_ifs=[]"], budget_s=20)
+    assert diag.training.examples_per_s.median > 0  # (x, y, sample_weight) batches train
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)], name="m<x>")
+    with pytest.raises(tfperf.UserError, match=r"model is named 'm<x>'.*refuses as a scope"):
+        tfperf.diagnose(weighted, model, overrides=FAST)

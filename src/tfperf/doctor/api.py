@@ -25,6 +25,8 @@ from tfperf.doctor.probes import handed, step_fn
 from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
+from tfperf.train.model_names import check_names
+from tfperf.util.format import cut
 from tfperf.util.imports import load_object
 from tfperf.util.progress import progress_bar
 
@@ -293,10 +295,11 @@ def _session(
         )
     ds = _split_label(dataset, kw.label) if kw.label else dataset
     spec = ds.element_spec
-    if not isinstance(spec, tuple) or len(spec) != 2:
+    if not isinstance(spec, tuple) or len(spec) not in (2, 3):
         raise UserError(
-            f"tfperf: the doctor trains on (features, labels) batches; the dataset yields "
-            f"{spec}: pass label='NAME' for dict elements, or map it to (features, labels)"
+            f"tfperf: the doctor trains on (features, labels) or (features, labels, "
+            f"sample_weight) batches; the dataset yields {cut(str(spec))}: pass label='NAME' "
+            "for dict elements, or map it to (features, labels)"
         )
     batch = kw.batch_size or lint.read_graph(ds).batch_size or leading_dim(next(iter(ds)))
     data: dict[str, Any] = {
@@ -395,6 +398,7 @@ def _model_entry(
             f"tfperf: model: expected a keras.Model, a 'module:function' or None, found "
             f"{type(model).__name__}"
         )
+    check_names(model, "tfperf: model")  # TensorFlow's scope names: a named error, no traceback
     loss = loss if loss is not None else handed.compiled_loss(model)
     if loss is None or isinstance(loss, str):
         section["loss"] = loss or handed.infer_loss(labels_spec)
