@@ -260,3 +260,14 @@ def test_stateful_metrics_are_fits_and_evaluates(tmp_path):
     _, measured, _ = Evaluator(cfg).evaluate(result.checkpoint)
     assert measured["iou"] == pytest.approx(want["iou"], abs=1e-5)
     assert measured["auc"] == pytest.approx(want["auc"], abs=1e-5)
+
+
+def test_a_huge_loss_or_metric_name_is_quoted_cut():
+    from tfperf.errors import UserError
+    from tfperf.train.objectives import resolve_loss, resolve_metric
+
+    for resolve in (resolve_loss, resolve_metric):
+        with pytest.raises(UserError) as info:
+            resolve("x" * 50_000, "model.loss")
+        message = str(info.value)
+        assert len(message) < 600 and "49,800 characters cut" in message, message[:700]

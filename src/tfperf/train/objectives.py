@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfperf.errors import UserError
+from tfperf.util.format import quoted
 
 LOGITS_SUFFIX = "_from_logits"
 # Names compile resolves from the shapes (keras/src/trainers/compile_utils.py: get_metric
@@ -129,7 +130,7 @@ def resolve_loss(spec: Any, where: str) -> Objective:
     if obj is None:
         raise ObjectiveError(
             f"{where}: expected a Keras loss name (mse, binary_crossentropy, crossentropy, "
-            f"binary_crossentropy{LOGITS_SUFFIX}, ...), found {spec!r}"
+            f"binary_crossentropy{LOGITS_SUFFIX}, ...), found {quoted(spec)}"
         )
     name = metric_name(spec)
     if isinstance(obj, keras.losses.Loss):
@@ -137,7 +138,9 @@ def resolve_loss(spec: Any, where: str) -> Objective:
         return Objective(obj.call, name, where, _labels_kind(name, obj))
     if callable(obj):
         return Objective(obj, name, where, _labels_kind(name, obj))
-    raise ObjectiveError(f"{where}: expected a loss function or keras.losses.Loss, found {spec!r}")
+    raise ObjectiveError(
+        f"{where}: expected a loss function or keras.losses.Loss, found {quoted(spec)}"
+    )
 
 
 def metric_name(spec: Any) -> str:
@@ -187,7 +190,7 @@ def resolve_metric(spec: Any, where: str) -> Objective | Stateful:
         return Objective(obj, name, where, _labels_kind(name, obj))
     raise ObjectiveError(
         f"{where}: expected a Keras metric name or object (e.g. mae, accuracy, auc, "
-        f"keras.metrics.AUC()), found {spec!r}"
+        f"keras.metrics.AUC()), found {quoted(spec)}"
     )
 
 
