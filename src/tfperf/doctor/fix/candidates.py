@@ -21,6 +21,7 @@ from tfperf.doctor.rewrites.edits import (
     to_float32,
     with_options,
 )
+from tfperf.doctor.rewrites.fission import split_maps, split_site
 from tfperf.doctor.rewrites.floats import float32_at_source, float64_constants
 from tfperf.doctor.rewrites.gather import batched_gather, find_site
 from tfperf.doctor.rewrites.io import (
@@ -31,6 +32,7 @@ from tfperf.doctor.rewrites.io import (
     parallel_reads,
     random_before_cache,
 )
+from tfperf.doctor.rewrites.pfor_fn import Refused
 from tfperf.doctor.rewrites.shuffle_early import early_site, shuffle_before_maps
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
 from tfperf.doctor.rules import Rewrite
@@ -44,7 +46,7 @@ from tfperf.doctor.rules.parallel import (
     PARALLEL_MAPS,
     PARALLEL_READS,
 )
-from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
+from tfperf.doctor.rules.per_example import BATCH_FIRST, FISSION, VECTORIZE
 from tfperf.doctor.rules.pipeline_end import FLOAT32, PREFETCH_END
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.shuffle_early import SHUFFLE_EARLY
@@ -111,6 +113,12 @@ def dataset_candidates(
             result.dataset.doctor_note = notes
         return result.dataset
 
+    def split(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
+        try:
+            return split_maps(g, d)
+        except Refused as why:
+            raise Skipped(f"not split: {why}") from None
+
     cands: list[tuple[str, DatasetRewrite]] = []
     # The sources themselves change first, before any map: examples cut from in-memory
     # arrays, CSV rows parsed one at a time.
@@ -118,10 +126,13 @@ def dataset_candidates(
         cands.append((GATHER.label, lambda d, g: batched_gather(g, d)))
     if find_csv(graph) is not None:
         cands.append((CSV_BATCHED.label, lambda d, g: batched_csv(g, d)))
+    cands.append((VECTORIZE.label, vectorized))
+    if split_site(graph) is not None:
+        # A map pfor refuses for one op (a decode): the ops after it vectorized on their own.
+        cands.append((FISSION.label, split))
     cands += [
         # pfor's vectorized f first; moving f itself after batch is right only when f
         # happens to take a batch, and is tried on what vectorizing left per-example.
-        (VECTORIZE.label, vectorized),
         (BATCH_FIRST.label, batch_first),
         (MAP_OPTIONS.label, parallel),
         (NONDETERMINISTIC.label, nondeterministic),

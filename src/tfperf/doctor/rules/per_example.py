@@ -23,6 +23,12 @@ BATCH_FIRST = Rewrite(
     "ops, once per batch)",
     at="batch_move",
 )
+FISSION = Rewrite(
+    "split per-example maps",
+    "split the map after its last per-example op (file read, image decode, resize to a fixed "
+    "size): map that part, batch, then map the rest on the whole batch (batched ops)",
+    at="vectorize",
+)
 BATCHED_PARSE = Rewrite("batched parse")  # the run file's pipeline.parse: batched
 
 rule_py_function = stage_rule(
@@ -59,5 +65,5 @@ rule_per_example_map = stage_rule(
     "move the map after batch() and write it for a batch (vectorized): the per-call "
     "overhead (~20 us) is then paid once per batch",
     batchable_map,
-    rewrites=(VECTORIZE, BATCH_FIRST),
+    rewrites=(VECTORIZE, BATCH_FIRST, FISSION),
 )

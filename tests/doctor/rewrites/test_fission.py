@@ -1,0 +1,137 @@
+"""Map fission (doctor/rewrites/fission.py) on real JPEG files written by the test: a map that
+reads and decodes one file per example, then resizes, normalizes and flips, is split after the
+resize; the batch moves before the rest, which runs vectorized once per batch, with the same
+examples; a map calling Python throughout is left alone; --fix offers and tries the split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfperf
+from tfperf.doctor.fix.candidates import dataset_candidates
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.fission import split_maps, split_site
+from tfperf.doctor.rewrites.pfor_fn import Refused
+from tfperf.doctor.rules.per_example import FISSION, VECTORIZE
+from tfperf.testing import assert_same_examples
+
+N = 30  # not a multiple of the batch: a partial last batch
+SIDE = 16
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """N JPEG files of random images, each of its own size (a shape per example)."""
+    folder: Path = tmp_path_factory.mktemp("jpegs")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(N):
+        h, w = (int(v) for v in rng.integers(12, 40, size=2))
+        img = rng.integers(0, 255, size=(h, w, 3), dtype=np.uint8)
+        path = str(folder / f"{i}.jpg")
+        tf.io.write_file(path, tf.io.encode_jpeg(img))
+        paths.append(path)
+    return paths
+
+
+def load(path: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+    img = tf.image.resize(tf.image.convert_image_dtype(img, tf.float32), [SIDE, SIDE])
+    img = tf.image.flip_left_right(img)
+    img = tf.image.adjust_saturation(img, 1.5)
+    return (img - 0.5) / 0.25, tf.strings.length(path)
+
+
+def pipeline(paths: list[str], fn=load, batch: int = 8) -> tf.data.Dataset:
+    return tf.data.Dataset.from_tensor_slices(paths).map(fn).batch(batch)
+
+
+def map_ops(ds: tf.data.Dataset) -> list[tuple[str, bool, set[str]]]:
+    """(kind, batched, ops) of each map stage."""
+    return [(s.kind, s.batched, s.fn_ops) for s in lint.read_graph(ds).stages if s.kind == "map"]
+
+
+def test_decode_then_resize_is_split_after_the_resize_with_the_same_examples(jpegs):
+    ds = pipeline(jpegs)
+    graph = lint.read_graph(ds)
+    assert split_site(graph) is not None
+    out = split_maps(graph, ds)
+    assert out is not None
+    (_, b1, first), (_, b2, second) = map_ops(out)
+    # The per-example part reads, decodes and resizes; the batch comes before the rest.
+    assert not b1 and {"ReadFile", "DecodeJpeg", "ResizeBilinear"} <= first
+    assert "AdjustSaturation" not in first and "ReverseV2" not in first
+    assert b2 and "DecodeJpeg" not in second and "ReadFile" not in second
+    kinds = [s.kind for s in lint.read_graph(out).stages]
+    assert kinds.index("batch") < len(kinds) - 1 and kinds[-1] == "map"
+    assert "split" in out.doctor_note and "DecodeJpeg" in out.doctor_note
+    assert_same_examples(ds, out)
+    # Batched: the vectorized part really takes [batch, SIDE, SIDE, 3].
+    images, lengths = next(iter(out))
+    assert images.shape == (8, SIDE, SIDE, 3) and lengths.shape == (8,)
+
+
+def test_a_random_flip_after_the_decode_is_vectorized_each_example_its_own_draw(jpegs):
+    def aug(path: tf.Tensor) -> tf.Tensor:
+        img = tf.io.decode_png(tf.io.read_file(path), channels=3)  # decode_png reads JPEG too
+        img = tf.image.resize(tf.cast(img, tf.float32), [SIDE, SIDE])
+        return tf.image.random_flip_left_right(tf.image.random_brightness(img, 0.2))
+
+    ds = pipeline(jpegs, aug)
+    out = split_maps(lint.read_graph(ds), ds)
+    assert out is not None
+    ops = map_ops(out)[-1][2]
+    assert "RandomUniform" in ops and "DecodePng" not in ops
+    batch = next(iter(out)).numpy()
+    # Per example draws: the brightness shifts differ within one batch.
+    plain = next(iter(pipeline(jpegs, lambda p: aug(p) * 0 + 1))).numpy()
+    assert plain.shape == batch.shape
+    means = [float(np.mean(b)) for b in batch]
+    assert len({round(m, 4) for m in means}) > 1
+
+
+def test_a_map_calling_python_throughout_is_left_alone(jpegs):
+    def py(path: tf.Tensor) -> tf.Tensor:
+        out = tf.py_function(lambda p: np.float32(len(p.numpy())), [path], tf.float32)
+        out.set_shape([])
+        return out
+
+    ds = pipeline(jpegs, py)
+    graph = lint.read_graph(ds)
+    assert split_site(graph) is None
+    with pytest.raises(Refused, match="Python"):
+        split_maps(graph, ds)
+    names = [n for n, _ in dataset_candidates(graph, ds, None)]
+    assert FISSION.label not in names
+
+
+def test_a_map_that_vectorizes_whole_is_not_split(jpegs):
+    ds = tf.data.Dataset.range(20).map(lambda i: tf.cast(i, tf.float32) * 2.0).batch(4)
+    graph = lint.read_graph(ds)
+    assert split_site(graph) is None and split_maps(graph, ds) is None
+
+
+def test_nothing_after_the_decode_leaves_nothing_to_split(jpegs):
+    def only_decode(path: tf.Tensor) -> tf.Tensor:
+        return tf.image.resize(tf.io.decode_jpeg(tf.io.read_file(path), channels=3), [8, 8])
+
+    ds = pipeline(jpegs, only_decode)
+    with pytest.raises(Refused, match="nothing after"):
+        split_maps(lint.read_graph(ds), ds)
+
+
+def test_fix_offers_and_tries_the_split(jpegs):
+    ds = pipeline(jpegs * 4).prefetch(2)
+    graph = lint.read_graph(ds)
+    names = [n for n, _ in dataset_candidates(graph, ds, None)]
+    assert names.index(VECTORIZE.label) + 1 == names.index(FISSION.label)
+    _, report = tfperf.optimize(ds, None, budget_s=60)
+    rows = {t.name: t for t in report.fix.trials}
+    assert FISSION.label in rows, list(rows)
+    trial = rows[FISSION.label]
+    # Checked and timed (kept or not by the timing), never refused as changing the examples.
+    assert "changes the examples" not in trial.reason and "not split" not in trial.reason
