@@ -6,16 +6,21 @@ unless told to skip it."""
 
 from __future__ import annotations
 
+import time
+
 import psutil
 import pytest
 import tensorflow as tf
 
 import tfperf
-from tfperf.doctor.fix.dataset import replay
+from tfperf.doctor.fix.dataset import replay, sample_size, sampled_same
 from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.budget import FIX_CLOCK, Budget, FixClock
+from tfperf.doctor.rewrites.shuffle_early import shuffle_before_maps
 from tfperf.doctor.rules import ram
 from tfperf.errors import UserError
 from tfperf.measure import same_examples
+from tfperf.measure.examples import MAX_COMPARE
 
 CAP_SHUFFLE = ram.CAP_SHUFFLE.label  # the name --fix prints
 
@@ -92,6 +97,58 @@ def test_optimize_moves_a_shuffle_of_decoded_examples_before_the_decode():
     replayed = tfperf.apply_rewrites(ds, [move.name])
     kinds = [s.kind for s in lint.read_graph(replayed).stages]
     assert kinds.index("shuffle") < kinds.index("map"), kinds
+
+
+def test_the_shuffle_move_before_a_decode_is_kept_with_random_augmentation_after_it():
+    """Issue 30: a TFRecord + JPEG pipeline with random flips after its shuffle was refused
+    with 'changes the examples' (a check of the whole pipeline reads the flips and the
+    repeat); the move crosses only one-in-one-out maps, so it keeps the examples by
+    construction and is kept unchecked."""
+
+    def decode(i):
+        return tf.fill([64 * 1024], tf.cast(i, tf.float32)), tf.cast(i % 2, tf.float32)
+
+    def flip(x, y):
+        return tf.where(tf.random.uniform([]) < 0.5, x, -x), y
+
+    ds = tf.data.Dataset.range(2000).map(decode).shuffle(500).map(flip).batch(8).repeat()
+    moved = shuffle_before_maps(lint.read_graph(ds), ds)
+    assert moved is not None and not same_examples(*moved.doctor_check, limit=2000)
+    fast, report = tfperf.optimize(
+        ds, None, budget_s=5, overrides=["doctor.steps=4", "doctor.warmup=1"]
+    )
+    move = report.fix.trials[0]
+    assert move.name == "shuffle before the decode" and move.kept, str(report)
+    assert "by construction" in move.reason
+    kinds = [s.kind for s in lint.read_graph(fast).stages]
+    assert kinds.index("shuffle") < kinds.index("map"), kinds
+
+
+def _slow(i):
+    time.sleep(0.01)  # about 100 examples/s
+    return i
+
+
+def test_a_check_cut_at_its_deadline_is_retried_on_a_smaller_sample():
+    """Issue 30: a check sized for a rate the pipeline does not reach is cut at its
+    deadline, then retried on a quarter of the examples it reached, not dropped."""
+    ds = tf.data.Dataset.range(100_000).map(lambda i: tf.numpy_function(_slow, [i], tf.int64))
+    faster = ds.map(lambda i: i + 0)  # the same examples
+    other = ds.map(lambda i: i + 1)
+    budget = Budget(12.0)
+    token = FIX_CLOCK.set(FixClock(budget, limit=1.0, trials_left=1))
+    try:
+        FIX_CLOCK.get().next_trial()
+        # 10,000 examples/s claimed: the first sample (20,000) cannot finish in time.
+        assert sampled_same(ds, faster, 10_000.0, 1)
+        assert FIX_CLOCK.get().checked >= 2  # the first attempt was cut, a later one ran
+        assert not sampled_same(ds, other, 100.0, 1)
+    finally:
+        FIX_CLOCK.reset(token)
+    assert sample_size(300.0, 60.0, 32) == 6_000  # two passes and their builds: a third each
+    assert sample_size(1e6, 60.0, 32) == MAX_COMPARE
+    assert sample_size(0.5, 1.0, 32) == 32  # at least one batch
+    assert sample_size(None, 60.0, 32) is None
 
 
 def test_a_rewrite_that_changes_only_the_padding_keeps_the_examples():

@@ -23,6 +23,7 @@ from tfperf.doctor.probes.budget import (
     MIN_PROBE_SECONDS,
     MIN_TRIAL_SECONDS,
     NOT_MEASURED,
+    TOP_CHECK_SHARE,
     Budget,
     FixClock,
     OutOfTime,
@@ -219,6 +220,24 @@ def test_a_check_that_starts_late_still_gets_its_floor_within_the_budget():
     budget.end = time.monotonic() + 2.0
     until = clock.check_until()
     assert until is not None and until - time.monotonic() <= 1.0 + 0.01
+
+
+def test_the_top_candidates_check_gets_a_share_of_the_budget_and_a_retry_its_floor():
+    budget = Budget(100.0)
+    clock = FixClock(budget, limit=1.0, trials_left=8)
+    clock.next_trial()
+    clock.check_deadline = time.monotonic() - 1.0  # building it took the trial's half
+    until = clock.check_until()  # the first check: the top candidate's
+    assert until is not None
+    assert until - time.monotonic() == pytest.approx(TOP_CHECK_SHARE * 100.0, abs=0.5)
+    until = clock.check_until()  # a later candidate: the floor only
+    assert until is not None
+    assert until - time.monotonic() == pytest.approx(CHECK_FLOOR_SECONDS, abs=0.5)
+    retry = clock.check_until(retry=True)  # a smaller sample after a cut: the floor again
+    assert retry is not None
+    assert retry - time.monotonic() == pytest.approx(CHECK_FLOOR_SECONDS, abs=0.5)
+    budget.end = time.monotonic() + CHECK_FLOOR_SECONDS  # no time for another attempt
+    assert clock.check_until(retry=True) is None
 
 
 def test_a_ctrl_c_noted_stops_the_next_repeat_even_if_tensorflow_swallowed_it():

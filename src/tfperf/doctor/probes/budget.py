@@ -98,6 +98,7 @@ class FixClock:
     # time.monotonic() by which the trial in progress must have checked its examples: half
     # its share (one pass of a slow pipeline and of its rewrite took 26 s of a 10 s budget).
     check_deadline: float | None = None
+    checked: int = 0  # multiset checks started (the first is the top candidate's)
 
     def next_trial(self) -> float | None:
         """Seconds for the next trial's timed rounds: an equal share of what is left, at
@@ -116,15 +117,24 @@ class FixClock:
         self.check_deadline = now + seconds / 2
         return seconds
 
-    def check_until(self) -> float | None:
+    def check_until(self, *, retry: bool = False) -> float | None:
         """The deadline of the trial in progress's multiset check, asked when the check
         starts: half the trial's share, but at least CHECK_FLOOR_SECONDS from now while the
         budget has twice that left (on a loaded host, building the candidate can eat the
-        whole half, and a check cut after 0 examples keeps nothing)."""
+        whole half, and a check cut after 0 examples keeps nothing); the first check (the
+        top candidate's) at least TOP_CHECK_SHARE of the budget. `retry`: a smaller sample
+        after a cut, given the floor again; None once the budget cannot spare it."""
         if self.check_deadline is None:
             return None
-        floor = min(CHECK_FLOOR_SECONDS, self.budget.left() / 2)
-        return max(self.check_deadline, time.monotonic() + floor)
+        left = self.budget.left()
+        floor = min(CHECK_FLOOR_SECONDS, left / 2)
+        if not self.checked:
+            floor = max(floor, min(TOP_CHECK_SHARE * self.budget.seconds, left / 3))
+        self.checked += 1
+        now = time.monotonic()
+        if retry:
+            return now + floor if left >= 2 * CHECK_FLOOR_SECONDS else None
+        return max(self.check_deadline, now + floor)
 
 
 # Set while a --fix runs under a budget (a context variable: no parameter through every
@@ -132,6 +142,7 @@ class FixClock:
 FIX_CLOCK: ContextVar[FixClock | None] = ContextVar("tfperf_fix_clock", default=None)
 MIN_TRIAL_SECONDS = 2.0  # a trial with less time than this is reported as not measured
 CHECK_FLOOR_SECONDS = 3.0  # a multiset check's least time (its passes build their iterators)
+TOP_CHECK_SHARE = 0.1  # of the whole budget, reserved for the top candidate's check
 
 
 def fix_clock(budget: Budget, trials: int, repeats: int) -> Token[FixClock | None]:
