@@ -32,9 +32,14 @@ def test_optimize_returns_the_original_when_nothing_helps():
     assert report.kept == [] and report.speedup == 1.0
     assert "nothing helped" in str(report) and "original dataset is returned" in str(report)
     # str(report) opens with the verdict: how input-bound, the two rates, the side to work on
-    first = str(report).splitlines()[0]
-    assert first.startswith(f"verdict: {report.diagnosis.verdict} (input wait "), first
-    assert "the pipeline alone gives" in first and "work on the" in first, first
+    first = " ".join(str(report).split())[:800]  # the headline, unwrapped
+    diag = report.diagnosis
+    if diag.inconsistent:  # the host's load swung: no verdict, and the report says why
+        assert first.startswith("no verdict: the measurement is inconsistent ("), first
+    else:
+        assert first.startswith(f"verdict: {diag.verdict_text} ({diag.wait_text}"), first
+        assert "work on the" in first, first
+    assert "the pipeline alone gives" in first, first
     assert report.fix.trials  # candidates were tried, none kept
     # a rewrite that would change nothing (another prefetch, options already on) is not timed
     assert {t.reason for t in report.fix.trials} == {"not applicable"}, str(report)
@@ -137,7 +142,7 @@ def test_a_small_budget_takes_shorter_measurements():
 
 
 def test_elements_that_are_not_features_and_labels_are_a_user_error():
-    with pytest.raises(tfperf.UserError, match=r"\(features, labels\) batches"):
+    with pytest.raises(tfperf.UserError, match=r"\(features, labels\) or"):
         tfperf.diagnose(tf.data.Dataset.range(8).batch(4))
     with pytest.raises(tfperf.UserError, match="expected a keras.Model"):
         tfperf.diagnose(tf.data.Dataset.from_tensor_slices(([1.0], [1.0])).batch(1), model=42)

@@ -17,6 +17,7 @@ from tfperf.observe.feed import (
     pipeline_snapshot,
     tf_data_iterators,
     verdict_for,
+    verdict_range,
 )
 
 
@@ -52,6 +53,21 @@ def test_a_stage_that_produced_nothing_keeps_its_last_measured_time():
 )
 def test_verdict_thresholds(fraction, verdict):
     assert verdict_for(fraction) == verdict
+
+
+@pytest.mark.parametrize(
+    ("fractions", "statement"),
+    [
+        ([0.05, 0.14, 0.09], None),  # every repeat moderately input-bound: a clear verdict
+        ([0.049, 0.14], "between moderately and not input-bound: 5-14%"),
+        ([0.30, 0.12, 0.25], "between highly and moderately input-bound: 12-30%"),
+        ([0.02, 0.40], "between highly and not input-bound: 2-40%"),
+        ([0.5], None),
+        ([], None),
+    ],
+)
+def test_a_verdict_near_a_boundary_says_so(fractions, statement):
+    assert verdict_range(fractions) == statement
 
 
 def test_feed_meter_sums_calls_and_means_per_step():

@@ -4,6 +4,8 @@ trial that measured it (a kept one first), and the trials' ratios and ranges."""
 
 from __future__ import annotations
 
+from html import escape
+
 from tfperf.runreport.tables import (
     findings_html,
     fix_headline,
@@ -89,3 +91,43 @@ def test_fix_headline_and_trials(fix):
     trials = trials_table(fix)
     assert trials.count("<tr>") == 4  # the head, (before) and two trials
     assert '<span class="good">kept</span>' in trials and "not applicable" in trials
+
+
+def test_the_html_shows_the_text_reports_verdict_range_intervals_and_remainder():
+    """The same figures as the CLI's text and --json: built from one Diagnosis."""
+    from tfperf.doctor.evidence.findings import Diagnosis, Remainder, StageTiming
+    from tfperf.measure import Measurement, Run
+
+    def rate(name: str, waits: tuple[float, ...] = (0.0, 0.0, 0.0)) -> Measurement:
+        return Measurement(name, [Run(1.0, 100, 1_000, wait_seconds=w) for w in waits])
+
+    diag = Diagnosis(
+        "tf.data.Dataset",
+        "m",
+        10,
+        "float32",
+        rate("pipeline"),
+        rate("compute limit"),
+        rate("training", (0.049, 0.14, 0.09)),
+        [
+            StageTiming(0, "map#1", "map", 5000.0, 180.0, us_low=170.0, us_high=190.0),
+            StageTiming(1, "shuffle#2", "shuffle", 4000.0, 73.0, us_low=60.0, us_high=175.0),
+        ],
+        "map#1 or shuffle#2 (within noise)",
+        "moderately input-bound",
+        [],
+        slowest_stages=["map#1", "shuffle#2"],
+        unattributed=Remainder(-81.0, -100.0, -55.0, 253.0, 172.0),
+        verdict_range="between moderately and not input-bound: 5-14%",
+    )
+    d = diag.to_dict()
+    head, stages = verdict_html(d, None), stages_table(d)
+    text = " ".join(str(diag).split())
+    for shown in (diag.verdict_range, diag.wait_text):
+        assert escape(shown) in head and shown in text
+    assert '<p class="verdict warn">between moderately and not input-bound: 5-14%</p>' in head
+    for cell in ("180.0 (170.0-190.0)", "73.0 (60.0-175.0)", "-81.0 (-100.0 to -55.0)"):
+        assert f"<td>{cell}</td>" in stages and cell in text
+    assert stages.count("&#9664; slowest (within noise)") == 2
+    assert escape(d["unattributed"]["text"]) in stages and d["unattributed"]["text"] in text
+    assert "slowest stage: map#1 or shuffle#2 (within noise)" in stages

@@ -3,7 +3,7 @@ the cut quotes of a user's input."""
 
 from __future__ import annotations
 
-from tfperf.util.format import compact, cut, number, plural, quoted, shell_command
+from tfperf.util.format import compact, cut, number, plural, quoted, shell_command, spread
 
 
 def test_number_and_compact():
@@ -37,3 +37,10 @@ def test_a_command_to_paste_is_shell_quoted():
         "tensorboard --logdir 'my runs/x;rm'"
     )
     assert shell_command("tfperf", "train", "run.yaml") == "tfperf train run.yaml"
+
+
+def test_a_figure_with_its_interval():
+    assert spread(12.345, 8.0, 15.06) == "12.3 (8.0-15.1)"
+    assert spread(-81.0, -100.0, -55.0) == "-81.0 (-100.0 to -55.0)"
+    assert spread(3.0, 3.0, 3.0) == "3.0"  # a single point has no interval to show
+    assert spread(3.0, None, None) == "3.0" and spread(None, 1.0, 2.0) == "-"

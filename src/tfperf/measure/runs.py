@@ -76,6 +76,12 @@ class Measurement:
         wall = self.seconds
         return sum(r.wait_seconds for r in self.runs) / wall if wall > 0 else 0.0
 
+    @property
+    def input_bound_fractions(self) -> list[float]:
+        """Each repeat's own share of its wall time spent waiting for input (the spread of
+        `input_bound_fraction`)."""
+        return [r.wait_seconds / r.seconds for r in self.runs if r.seconds > 0]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

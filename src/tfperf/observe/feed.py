@@ -22,6 +22,19 @@ def verdict_for(fraction: float) -> str:
     return "not input-bound"
 
 
+def verdict_range(fractions: list[float]) -> str | None:
+    """The boundary statement of a verdict whose per-repeat input-wait fractions straddle a
+    threshold, e.g. "between moderately and not input-bound: 5-14%"; None when every repeat
+    gives the same verdict (or there are none)."""
+    if not fractions:
+        return None
+    low, high = min(fractions), max(fractions)
+    upper, lower = verdict_for(high), verdict_for(low)
+    if upper == lower:
+        return None
+    return f"between {upper.split()[0]} and {lower}: {low:.0%}-{high:.0%}".replace("%-", "-", 1)
+
+
 @dataclass(frozen=True)
 class PipelineStage:
     name: str

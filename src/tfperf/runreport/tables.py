@@ -51,10 +51,12 @@ def verdict_html(diagnosis: dict[str, Any] | None, summary: dict[str, Any] | Non
     parts = []
     if diagnosis:
         verdict = diagnosis["verdict"]
-        cls = VERDICT_CLASS.get(verdict.split()[0], "")
-        frac = diagnosis["input_bound_fraction"]
+        cls = VERDICT_CLASS.get(verdict.split()[0], "warn")
+        # The words the CLI prints (older doctor.json files: the bare verdict and fraction).
+        shown = diagnosis.get("verdict_text") or verdict
+        wait = diagnosis.get("wait_text") or f"input wait {diagnosis['input_bound_fraction']:.0%}"
         parts.append(
-            f'<p class="verdict {cls}">{_e(verdict)}</p><p>input wait {frac:.0%} of the '
+            f'<p class="verdict {cls}">{_e(shown)}</p><p>{_e(wait)} of the '
             f"training time, timed by the doctor: <b>{_e(diagnosis['source'])}</b> with model "
             f"<b>{_e(diagnosis['model'])}</b> (batch {_e(diagnosis['batch_size'])}, "
             f"{_e(diagnosis['precision'])}); slowest stage: "
@@ -90,13 +92,22 @@ def rates_table(diagnosis: dict[str, Any]) -> str:
 def stages_table(diagnosis: dict[str, Any]) -> str:
     rows = []
     slowest = diagnosis.get("slowest_stage")
+    marked = diagnosis.get("slowest_stages") or ([slowest] if slowest else [])
+    word = "slowest (within noise)" if len(marked) > 1 else "slowest"
     for s in diagnosis.get("stages", []):
-        mark = ' <span class="bad">&#9664; slowest</span>' if s["label"] == slowest else ""
+        mark = f' <span class="bad">&#9664; {word}</span>' if s["label"] in marked else ""
         added = "-" if s.get("us_per_example") is None else f"{s['us_per_example']:.1f}"
         rate = s.get("examples_per_s")
         shown = number(rate) if rate else _e(s.get("error") or "-")
-        rows.append([_e(s["label"]) + mark, shown, added])
-    return table(["stage prefix", "examples/s", "us/example added"], rows, "num")
+        rows.append([_e(s["label"]) + mark, shown, _e(s.get("cost_text") or added)])
+    rest = diagnosis.get("unattributed")
+    if rest:
+        rows.append(["unattributed", "", _e(rest.get("cost_text"))])
+    head = ["stage prefix", "examples/s", "us/example added (per-round range)"]
+    notes = _dim(rest.get("text")) if rest else ""
+    if len(marked) > 1:
+        notes += _dim(f"slowest stage: {slowest}")
+    return table(head, rows, "num") + notes
 
 
 def measured_by_code(fix: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -15,6 +15,22 @@ def number(value: float | None, *, small_digits: int = 1, missing: str = "-") ->
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.{small_digits}f}"
 
 
+def spread(value: float | None, low: float | None, high: float | None, digits: int = 1) -> str:
+    """'12.3 (8.0-15.1)': a figure with its interval, as text, --json readers and the HTML
+    report all show it; the figure alone when the interval is unknown or a single point."""
+    if value is None:
+        return "-"
+    head = f"{value:.{digits}f}"
+    if (
+        low is None
+        or high is None
+        or (round(low, digits) == round(high, digits) == round(value, digits))
+    ):
+        return head
+    sep = " to " if low < 0 or high < 0 else "-"  # "-100.0 to -55.0", not "-100.0--55.0"
+    return f"{head} ({low:.{digits}f}{sep}{high:.{digits}f})"
+
+
 def compact(value: float) -> str:
     """415k, 1.2M: short enough for a min-max column in 80 columns."""
     if abs(value) >= 1e6:

@@ -11,7 +11,15 @@ import pytest
 import tensorflow as tf
 
 import tfperf
-from tfperf.doctor.diagnosis.stages import cache_candidate, stage_prefix, stage_timings
+from tfperf.doctor.diagnosis.stages import (
+    cache_candidate,
+    paired_cost,
+    remainder,
+    slowest_stage,
+    stage_prefix,
+    stage_timings,
+)
+from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.graph import lint
 from tfperf.measure import Measurement, Run
 
@@ -73,3 +81,71 @@ def test_the_cacheable_prefix_ends_before_random_content_with_its_size():
     assert last.label == "map#2 (sequential)" and n == 100
     # Deterministic all the way: nothing to cache before anything.
     assert cache_candidate(lint.read_graph(tf.data.Dataset.range(10).map(lambda x: x + 1))) is None
+
+
+# ---- paired per-round costs, ties and the unattributed remainder (pure logic) ---------------
+def _rounds(name: str, *us: float) -> Measurement:
+    """One 1,000-example repeat per round taking `us` microseconds per example (0: failed)."""
+    return Measurement(name, [Run(u * 1e-3, 10, 1_000 if u else 0) for u in us])
+
+
+@pytest.mark.parametrize(
+    ("prev", "cur", "expected"),
+    [
+        # Rounds pair up: a host twice as slow in round 2 slows both prefixes, and the
+        # differences (100, 200) are the stage's, not the rates' medians' difference.
+        ((100.0, 200.0), (200.0, 400.0), (150.0, 100.0, 200.0)),
+        # A prefix faster than the one before it is noise: cost 0, interval clipped at 0.
+        ((300.0, 300.0, 300.0), (250.0, 260.0, 330.0), (0.0, 0.0, 30.0)),
+        # The first stage: its own time per example.
+        (None, (50.0, 70.0, 60.0), (60.0, 50.0, 70.0)),
+        # A round where one of them failed is left out of the pairs.
+        ((100.0, 0.0, 100.0), (150.0, 900.0, 170.0), (60.0, 50.0, 70.0)),
+    ],
+)
+def test_a_stage_cost_is_the_median_of_paired_round_differences(prev, cur, expected):
+    before = _rounds("prev", *prev) if prev is not None else None
+    got = paired_cost(before, _rounds("cur", *cur))
+    assert got == pytest.approx(expected)
+
+
+def _timing(label: str, cost: float, low: float, high: float) -> StageTiming:
+    return StageTiming(0, label, "map", 1.0, cost, us_low=low, us_high=high)
+
+
+@pytest.mark.parametrize(
+    ("costs", "named", "marked"),
+    [
+        # Separated beyond noise: the slowest one alone.
+        ([("map#1", 300, 250, 350), ("shuffle#2", 100, 80, 240)], "map#1", ["map#1"]),
+        # Overlapping intervals: a tie, said so, the larger median first.
+        (
+            [("shuffle#2", 100, 60, 260), ("map#1", 300, 250, 350)],
+            "map#1 or shuffle#2 (within noise)",
+            ["map#1", "shuffle#2"],
+        ),
+        # Three within noise of the slowest; the fourth is below its interval.
+        (
+            [("a", 10, 9, 11), ("b", 12, 8, 20), ("c", 11, 9, 14), ("d", 2, 1, 3)],
+            "b or c or a (within noise)",
+            ["b", "c", "a"],
+        ),
+        ([], None, []),
+    ],
+)
+def test_the_slowest_stage_is_named_only_beyond_noise(costs, named, marked):
+    assert slowest_stage([_timing(*c) for c in costs]) == (named, marked)
+
+
+def test_stage_costs_that_disagree_with_the_pipeline_show_the_remainder():
+    pipeline = Measurement("pipeline", [Run(s, 10, 1_000) for s in (0.170, 0.172, 0.175)])
+    # 253 us/example of stages beside a pipeline of 170-175: beyond both intervals.
+    over = [_timing("map#1", 180, 170, 190), _timing("shuffle#2", 73, 60, 80)]
+    rest = remainder(over, pipeline)
+    assert rest is not None
+    assert rest.stages_us == 253.0 and rest.pipeline_us == 172.0
+    assert rest.us_per_example == -81.0 and rest.low == -100.0 and rest.high == -55.0
+    assert "unattributed: -81.0 (-100.0 to -55.0) us/example" in rest.text
+    # Within their intervals: nothing unattributed.
+    agree = [_timing("map#1", 100, 90, 120), _timing("shuffle#2", 70, 60, 80)]
+    assert remainder(agree, pipeline) is None

@@ -12,6 +12,7 @@ from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.doctor.evidence.findings import (
     Diagnosis,
     Finding,
+    Remainder,
     StageTiming,
     rate_json,
     training_json,
@@ -115,3 +116,64 @@ def test_str_is_the_text_report_and_to_json_a_json_string():
         assert part in text, part
     assert "Diagnosis(" not in text and "Measurement(" not in text  # not the dataclass dump
     assert json.loads(diag.to_json()) == json.loads(json.dumps(diag.to_dict()))
+
+
+def _spread_training(fractions: list[float]) -> Measurement:
+    """One one-second repeat of 1,000 examples per fraction, waiting that share of it."""
+    return Measurement("training", [Run(1.0, 100, 1_000, wait_seconds=f) for f in fractions])
+
+
+def test_a_verdict_near_a_boundary_is_stated_with_its_range_in_every_output():
+    diag = diagnosis(500.0, 2000.0, 0.1, "moderately input-bound")
+    diag.training = _spread_training([0.049, 0.14, 0.09])
+    diag.verdict_range = "between moderately and not input-bound: 5-14%"
+    assert diag.verdict == "moderately input-bound"  # the field scripts read is unchanged
+    assert diag.wait_text == "input wait 9% (5-14% per repeat)"
+    assert diag.headline.startswith(
+        "verdict: between moderately and not input-bound: 5-14% (input wait 9% (5-14% per "
+        "repeat) of training)"
+    )
+    d = json.loads(diag.to_json())
+    assert d["verdict_range"] == diag.verdict_range and d["verdict_text"] == diag.verdict_range
+    assert d["input_bound_range"] == [0.049, 0.14] and d["wait_text"] == diag.wait_text
+    text = " ".join(str(diag).split())  # the text wraps at 100 columns
+    assert diag.verdict_range in text and diag.wait_text in text
+    # A clear case: the bare verdict, the range of the repeats beside it.
+    clear = diagnosis(500.0, 2000.0, 0.5, "highly input-bound")
+    assert clear.verdict_text == "highly input-bound" and clear.wait_text == "input wait 50%"
+
+
+def test_an_inconsistent_measurement_draws_no_verdict():
+    why = "training 900 examples/s is faster than the pipeline alone 500 beyond their spreads"
+    diag = diagnosis(500.0, 2000.0, 0.0, "inconsistent measurement", inconsistent=why)
+    assert diag.verdict_text == f"no verdict: the measurement is inconsistent ({why})"
+    assert diag.headline.startswith(f"{diag.verdict_text}; the pipeline alone")
+    assert "work on" not in diag.headline  # no side drawn from it
+    assert diag.to_dict()["inconsistent"] == why
+    assert diag.verdict_text in " ".join(str(diag).split())  # the text wraps at 100 columns
+
+
+def test_stage_costs_with_intervals_ties_and_the_unattributed_remainder():
+    stages = [
+        StageTiming(0, "map#1", "map", 5000.0, 180.0, us_low=170.0, us_high=190.0),
+        StageTiming(1, "shuffle#2", "shuffle", 4000.0, 73.0, us_low=60.0, us_high=175.0),
+    ]
+    rest = Remainder(-81.0, -100.0, -55.0, 253.0, 172.0)
+    diag = diagnosis(
+        500.0,
+        2000.0,
+        0.5,
+        "highly input-bound",
+        slowest_stages=["map#1", "shuffle#2"],
+        unattributed=rest,
+    )
+    diag.stages, diag.slowest_stage = stages, "map#1 or shuffle#2 (within noise)"
+    text = str(diag)
+    assert "180.0 (170.0-190.0)" in text and "73.0 (60.0-175.0)" in text
+    assert text.count("<- slowest (within noise)") == 2
+    assert "slowest stage: map#1 or shuffle#2 (within noise)" in text
+    assert rest.text in text and "unattributed: -81.0 (-100.0 to -55.0) us/example" in text
+    d = json.loads(diag.to_json())
+    assert [s["cost_text"] for s in d["stages"]] == ["180.0 (170.0-190.0)", "73.0 (60.0-175.0)"]
+    assert d["stages"][1]["us_low"] == 60.0 and d["slowest_stages"] == ["map#1", "shuffle#2"]
+    assert d["unattributed"]["text"] == rest.text and d["unattributed"]["us_per_example"] == -81.0

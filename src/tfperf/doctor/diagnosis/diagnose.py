@@ -22,7 +22,13 @@ from tfperf.doctor.diagnosis.rewritten import (
     rewritten_costs,
     slower_rewrites,
 )
-from tfperf.doctor.diagnosis.stages import cache_candidate, stage_probes, stage_timings
+from tfperf.doctor.diagnosis.stages import (
+    cache_candidate,
+    remainder,
+    slowest_stage,
+    stage_probes,
+    stage_timings,
+)
 from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
 from tfperf.doctor.evidence.evidence import (
     COMPUTE_VARIANTS,
@@ -56,6 +62,7 @@ from tfperf.doctor.rewrites.edits import set_deterministic
 from tfperf.doctor.rules import run_rules
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import (
+    DEFAULT_MIN_GAIN,
     Comparison,
     Measurement,
     Probe,
@@ -64,8 +71,9 @@ from tfperf.measure import (
     repeat_if_finite,
     side_by_side,
 )
-from tfperf.observe.feed import verdict_for
+from tfperf.observe.feed import verdict_for, verdict_range
 from tfperf.train.run_input import first_of
+from tfperf.util.format import number
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -134,6 +142,43 @@ def _paired(
             out[name] = compare(ref, m)
             variants[name] = main.examples_per_s.median * out[name].ratio
     return out
+
+
+INCONSISTENT = "inconsistent measurement"  # the verdict when none can be drawn
+# Load swings between rounds beyond this (slowest / fastest repeat of one variant) are
+# named as the likely cause of an inconsistent measurement.
+SWING = 1.5
+
+
+def inconsistency(pipeline: Measurement, compute: Measurement, training: Measurement) -> str | None:
+    """Why training cannot be as measured: faster than the pipeline alone that feeds it or
+    than the compute limit, beyond both spreads (its slowest repeat above the other's
+    fastest, by more than DEFAULT_MIN_GAIN); None when consistent. Names the host's load
+    changing between rounds as the cause when a variant's repeats swung by SWING."""
+    train = training.examples_per_s
+    if not training.runs or train.min <= 0:
+        return None
+    faster = [
+        f"training {number(train.median)} ({number(train.min)}-{number(train.max)}) examples/s "
+        f"is faster than {what} {number(r.median)} ({number(r.min)}-{number(r.max)})"
+        for what, m in (("the pipeline alone", pipeline), ("the compute limit", compute))
+        if m.runs and (r := m.examples_per_s).max > 0 and train.min > r.max * (1 + DEFAULT_MIN_GAIN)
+    ]
+    if not faster:
+        return None
+    swings = [
+        f"{m.name} {r.max / r.min:.1f}x"
+        for m in (pipeline, compute, training)
+        if (r := m.examples_per_s).min > 0 and r.max / r.min >= SWING
+    ]
+    why = (
+        "; the host's load changed between rounds (slowest to fastest repeat: "
+        + ", ".join(swings)
+        + ")"
+        if swings
+        else ""
+    )
+    return " and ".join(faster) + " beyond their spreads" + why
 
 
 def _note(name: str, exc: Exception) -> str:
@@ -225,7 +270,9 @@ def diagnose(
         errors,
         lambda again: _measure(again, d, tick, budget.left() * 0.25, at_least=2),
     )
-    verdict = verdict_for(training.input_bound_fraction)
+    inconsistent = inconsistency(pipeline, compute, training)
+    # No verdict is drawn from a measurement that contradicts itself.
+    verdict = INCONSISTENT if inconsistent else verdict_for(training.input_bound_fraction)
     what_ifs = what_if_probes(
         cfg,
         graph=capped.graph,
@@ -285,8 +332,7 @@ def diagnose(
         notes.append("not input-bound: the model, not the input, sets the pace")
     # A generator's finding gets the API call that replaces it and its gain on a sample.
     findings = with_generator_sample(findings, graph, sample_size(d.steps, batch))
-    costly = [(s.us_per_example, s.label) for s in stages if s.us_per_example is not None]
-    slowest = max(costly, key=lambda c: c[0])[1] if costly else None
+    slowest, slowest_labels = slowest_stage(stages)
     source = cfg.data.pipeline or (cfg.workload and f"workload {cfg.workload}")
     return Diagnosis(
         source=source or cfg.source or "run file",
@@ -304,4 +350,8 @@ def diagnose(
         notes=notes,
         costs=evidence.costs,
         target=d.target,
+        slowest_stages=slowest_labels,
+        unattributed=remainder(stages, pipeline),
+        verdict_range=(None if inconsistent else verdict_range(training.input_bound_fractions)),
+        inconsistent=inconsistent,
     )

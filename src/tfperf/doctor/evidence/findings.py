@@ -19,7 +19,7 @@ from rich.table import Table
 
 from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.measure import Measurement
-from tfperf.util.format import number
+from tfperf.util.format import number, spread
 
 TEXT_WIDTH = 100  # the columns str(diagnosis) lays its tables out for (a redirected CLI's)
 
@@ -51,8 +51,41 @@ class StageTiming:
     label: str
     kind: str
     examples_per_s: float | None
-    us_per_example: float | None  # time this stage adds per example
+    us_per_example: float | None  # time this stage adds per example (median of the rounds)
     error: str | None = None
+    # Its interval: the smallest and largest per-round difference of the nested prefixes
+    # (clipped at 0: a prefix faster than the one before it is noise, not a negative cost).
+    us_low: float | None = None
+    us_high: float | None = None
+
+    @property
+    def cost_text(self) -> str:
+        """'12.3 (8.0-15.1)': the cost with its interval, as every output shows it."""
+        return spread(self.us_per_example, self.us_low, self.us_high)
+
+
+@dataclass(frozen=True)
+class Remainder:
+    """The pipeline's microseconds per example its stages' costs do not account for, when
+    the two disagree beyond their intervals (negative: the stages sum to more)."""
+
+    us_per_example: float  # the whole pipeline's median minus the stages' sum
+    low: float
+    high: float
+    stages_us: float  # the stages' costs summed
+    pipeline_us: float  # the whole pipeline's, timed alone
+
+    @property
+    def cost_text(self) -> str:
+        return spread(self.us_per_example, self.low, self.high)
+
+    @property
+    def text(self) -> str:
+        return (
+            f"unattributed: {self.cost_text} us/example "
+            f"(the stages' costs sum to {self.stages_us:.1f} for a pipeline of "
+            f"{self.pipeline_us:.1f} us/example)"
+        )
 
 
 def rate_json(m: Measurement) -> dict[str, float]:
@@ -95,6 +128,13 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     costs: Costs | None = None  # what the expected gains were computed from
     target: float | None = None  # doctor.target: the accelerator's examples/s, when given
+    # The stages `slowest_stage` names: one, or those tied within noise with it.
+    slowest_stages: list[str] = field(default_factory=list)
+    unattributed: Remainder | None = None  # when stages and pipeline disagree
+    # "between moderately and not input-bound: 5-14%" when the repeats straddle a threshold.
+    verdict_range: str | None = None
+    # Why no verdict was drawn: training measured faster than what bounds it, beyond spreads.
+    inconsistent: str | None = None
 
     @property
     def input_bound_on_target(self) -> bool:
@@ -112,21 +152,48 @@ class Diagnosis:
         return self.training.input_bound_fraction
 
     @property
+    def slowest_marked(self) -> list[str]:
+        """The stages the tables mark slowest: the tied ones, or the one named."""
+        return self.slowest_stages or ([self.slowest_stage] if self.slowest_stage else [])
+
+    @property
+    def input_bound_range(self) -> tuple[float, float]:
+        """The per-repeat input-wait fractions' min and max."""
+        f = self.training.input_bound_fractions or [self.input_bound_fraction]
+        return min(f), max(f)
+
+    @property
+    def wait_text(self) -> str:
+        """'input wait 9% (5-14% per repeat)': the fraction with its spread."""
+        low, high = self.input_bound_range
+        frac = self.input_bound_fraction
+        if f"{low:.0%}" == f"{high:.0%}":
+            return f"input wait {frac:.0%}"
+        return f"input wait {frac:.0%} ({low * 100:.0f}-{high:.0%} per repeat)"
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as the reports state it: the boundary statement where the repeats
+        straddle a threshold, the inconsistency where no verdict was drawn."""
+        if self.inconsistent:
+            return f"no verdict: the measurement is inconsistent ({self.inconsistent})"
+        return self.verdict_range or self.verdict
+
+    @property
     def headline(self) -> str:
         """The verdict first: input-bound or not, by how much, and which side to work on."""
         alone = self.pipeline.examples_per_s.median
         limit = self.compute.examples_per_s.median
         rates = f"the pipeline alone gives {alone:,.0f} examples/s, the model takes {limit:,.0f}"
+        if self.inconsistent:
+            return f"{self.verdict_text}; {rates}; measure again on a quieter host"
         if self.verdict == "not input-bound":
             side = "work on the model's step (the input keeps up)"
         elif alone < limit:
             side = "work on the input pipeline"
         else:
             side = "work on the input pipeline's share of the CPU (input and model share it)"
-        head = (
-            f"verdict: {self.verdict} (input wait {self.input_bound_fraction:.0%} of "
-            f"training); {rates}: {side}"
-        )
+        head = f"verdict: {self.verdict_text} ({self.wait_text} of training); {rates}: {side}"
         if self.target is None:
             return head
         if self.input_bound_on_target:
@@ -150,12 +217,24 @@ class Diagnosis:
             "precision": self.precision,
             "verdict": self.verdict,
             "target": self.target,
+            "verdict_text": self.verdict_text,
+            "verdict_range": self.verdict_range,
+            "inconsistent": self.inconsistent,
             "input_bound_fraction": round(self.input_bound_fraction, 4),
+            "input_bound_range": [round(v, 4) for v in self.input_bound_range],
+            "wait_text": self.wait_text,
             "pipeline": rate_json(self.pipeline),
             "compute_limit": rate_json(self.compute),
             "training": training_json(self.training),
-            "stages": [asdict(s) for s in self.stages],
+            "stages": [asdict(s) | {"cost_text": s.cost_text} for s in self.stages],
             "slowest_stage": self.slowest_stage,
+            "slowest_stages": self.slowest_marked,
+            "unattributed": (
+                None
+                if self.unattributed is None
+                else asdict(self.unattributed)
+                | {"text": self.unattributed.text, "cost_text": self.unattributed.cost_text}
+            ),
             "findings": [f.to_dict() for f in self.findings],
             "variants": {k: round(v, 1) for k, v in self.variants.items()},
             "notes": self.notes,
@@ -186,14 +265,15 @@ class Diagnosis:
 # ---- the text report ---------------------------------------------------------------------
 def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     """The verdict, measurements, stages and findings as rich tables."""
-    frac = diag.input_bound_fraction
-    colour = {"highly": "red", "moderately": "yellow"}.get(diag.verdict.split()[0], "green")
+    colour = {"highly": "red", "moderately": "yellow", "not": "green"}.get(
+        diag.verdict.split()[0], "yellow"
+    )
     # Prose wraps at the console's width (100 columns when stdout is a file).
     console.print(f"[bold {colour}]{escape(diag.headline)}[/]", soft_wrap=False)
     console.print(
         f"[bold]{diag.source}[/] with model [bold]{diag.model}[/] (batch {diag.batch_size}, "
-        f"{diag.precision}): [{colour}]{diag.verdict}[/] - input wait {frac:.0%} of the "
-        "training time",
+        f"{diag.precision}): [{colour}]{escape(diag.verdict_text)}[/] - {diag.wait_text} of "
+        "the training time",
         soft_wrap=False,
     )
     t = Table(title="measured side by side (examples/s)")
@@ -207,7 +287,7 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     t.add_row(
         "(c) training (pipeline + model)",
         number(diag.training.examples_per_s.median),
-        f"input wait {frac:.0%}",
+        diag.wait_text,
     )
     for name, rate in diag.variants.items():
         label = name if name.startswith(("training", "compute")) else f"compute with {name}"
@@ -216,12 +296,21 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     s = Table(title="stage prefixes: the pipeline cut after each stage")
     s.add_column("stage")
     s.add_column("examples/s", justify="right")
-    s.add_column("us/example added", justify="right")
+    s.add_column("us/example added (per-round range)", justify="right")
+    tied = len(diag.slowest_marked) > 1
     for st in diag.stages:
-        mark = " [bold red]<- slowest[/]" if st.label == diag.slowest_stage else ""
-        added = "-" if st.us_per_example is None else f"{st.us_per_example:.1f}"
-        s.add_row(st.label + mark, number(st.examples_per_s), added)
+        mark = ""
+        if st.label in diag.slowest_marked:
+            mark = " [bold red]<- slowest (within noise)[/]" if tied else " [bold red]<- slowest[/]"
+        s.add_row(escape(st.label) + mark, number(st.examples_per_s), st.cost_text)
+    if diag.unattributed is not None:
+        r = diag.unattributed
+        s.add_row("unattributed", "", r.cost_text)
     console.print(s)
+    if diag.unattributed is not None:
+        console.print(diag.unattributed.text, markup=False, highlight=False)
+    if tied and diag.slowest_stage:
+        console.print(f"slowest stage: {diag.slowest_stage}", markup=False, highlight=False)
     render_findings(diag, console)
     for note in diag.notes:
         console.print(f"[dim]note: {note}[/]")
