@@ -78,3 +78,31 @@ def test_pipelines_without_a_generator_are_left_alone(tmp_path):
     assert sample_generator(lint.read_graph(ds), tmp_path) is None
     other = Finding("no_prefetch", "t", None, "e", "c", "", 1.0, "input")
     assert with_generator_sample([other], lint.read_graph(ds))[0].change == "c"
+
+
+def _slow_pipeline(pause: float):
+    import time
+
+    def slow():
+        for i in range(100_000):
+            time.sleep(pause)
+            yield X[i % len(X)], Y[i % len(Y)]
+
+    signature = (tf.TensorSpec([32], tf.float32), tf.TensorSpec([1], tf.float32))
+    return tf.data.Dataset.from_generator(slow, output_signature=signature).batch(64)
+
+
+def test_a_slow_generator_is_sampled_within_its_seconds_or_said_not_measured(tmp_path):
+    """Issue 30: a generator of a few elements a second took minutes for its least sample
+    (LEAST elements, then timed again); within `seconds` it reads for half of them, and
+    says so when fewer than a batch came."""
+    import time
+
+    start = time.monotonic()
+    [f] = with_generator_sample([_finding()], lint.read_graph(_slow_pipeline(0.2)), seconds=4)
+    assert time.monotonic() - start < 60  # the read alone is cut at 2 s
+    assert "not measured: the generator yielded" in f.evidence and f.change == "rule change"
+    # About 100 elements/s: the read is cut at 2 s with a few batches, timed by that read.
+    sample = sample_generator(lint.read_graph(_slow_pipeline(0.01)), tmp_path / "s", seconds=4)
+    assert sample is not None and 64 <= sample.elements < SAMPLE
+    assert 0 < sample.generator < 200 < sample.shards

@@ -331,7 +331,9 @@ def diagnose(
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
     # A generator's finding gets the API call that replaces it and its gain on a sample.
-    findings = with_generator_sample(findings, graph, sample_size(d.steps, batch))
+    # Within what the budget has left (5% of it at least): a slow generator took minutes.
+    sample_s = max(budget.left(), 0.05 * budget.seconds)
+    findings = with_generator_sample(findings, graph, sample_size(d.steps, batch), seconds=sample_s)
     slowest, slowest_labels = slowest_stage(stages)
     source = cfg.data.pipeline or (cfg.workload and f"workload {cfg.workload}")
     return Diagnosis(

@@ -10,6 +10,7 @@ code has to change), hence a module of its own.
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,11 @@ SAMPLE = 2_000  # elements written and read back: a few seconds on 2 cores
 SAMPLE_BATCH = 64
 LEAST = 4 * SAMPLE_BATCH  # the smallest sample: two timed batches per repeat
 SHARDS_NAME = "generated"
+SAMPLE_SECONDS = 20.0  # the sample's time without a budget: the first elements, then timing
+
+
+class NotSampled(Exception):
+    """A generator too slow to sample within the time given: the finding stands without."""
 
 
 @dataclass
@@ -86,21 +92,29 @@ def feature_names(count: int) -> list[str]:
     return [f"x{i}" for i in range(count - 1)] + ["y"]
 
 
-def _rows(ds: tf.data.Dataset, names: list[str], n: int) -> list[dict[str, Any]]:
+def _rows(
+    ds: tf.data.Dataset, names: list[str], n: int, until: float | None = None
+) -> list[dict[str, Any]]:
+    """The first `n` elements as rows; fewer when `until` (time.monotonic()) passes first."""
     import tensorflow as tf
 
     rows = []
     for element in ds.take(n).as_numpy_iterator():
         rows.append(dict(zip(names, tf.nest.flatten(element), strict=True)))
+        if until is not None and time.monotonic() > until:
+            break
     return rows
 
 
 def sample_generator(
-    graph: lint.DatasetGraph, folder: str | Path, n: int = SAMPLE
+    graph: lint.DatasetGraph, folder: str | Path, n: int = SAMPLE, seconds: float | None = None
 ) -> GeneratorSample | None:
     """Writes the first `n` elements of the graph's generator stage to shards in `folder`
     (tfperf.convert), reads them back with tfperf's pipeline and times both side by side.
-    None when the pipeline has no generator or its elements cannot become rows."""
+    None when the pipeline has no generator or its elements cannot become rows. Within
+    `seconds`: the elements are read for half of it at most; a generator cut short is
+    timed by that read (timing it again would take as long), only the shards side by side;
+    NotSampled when fewer than a batch came."""
     from tfperf.config import config_from_dict
     from tfperf.data.convert.run import convert
     from tfperf.inputs.datasets import make_input_dataset
@@ -111,38 +125,51 @@ def sample_generator(
         return None
     gen = lint.prefix_dataset(graph, stage)
     names = feature_names(len(stage.output_dtypes))
-    rows = _rows(gen, names, n)
+    start = time.monotonic()
+    until = None if seconds is None else start + seconds / 2
+    rows = _rows(gen, names, n, until)
+    read_s = time.monotonic() - start
     if not rows:
         return None
+    cut = len(rows) < n
+    if cut and len(rows) < SAMPLE_BATCH:
+        raise NotSampled(
+            f"not measured: the generator yielded {len(rows):,} elements in {read_s:.0f} s, "
+            f"fewer than a batch of {SAMPLE_BATCH} within the time budget"
+        )
     convert(rows, folder, name=SHARDS_NAME, workers=1, progress=False)
     data = {"dir": str(folder), **({"label": names[-1]} if len(names) > 1 else {})}
     cfg = config_from_dict({"data": data, "pipeline": {"batch_size": SAMPLE_BATCH}})
     shards = make_input_dataset(cfg, training=True)
     batches = max(1, len(rows) // SAMPLE_BATCH // 2)
-    probes = [
-        pipeline_probe(
-            "generator", gen.take(len(rows)).batch(SAMPLE_BATCH), batches=batches, warmup=1
-        ),
-        pipeline_probe("shards", shards, batches=batches, warmup=1),
-    ]
+    probes = [pipeline_probe("shards", shards, batches=batches, warmup=1)]
+    if not cut:
+        generator = gen.take(len(rows)).batch(SAMPLE_BATCH)
+        probes.insert(0, pipeline_probe("generator", generator, batches=batches, warmup=1))
     m = side_by_side(probes, repeats=2)
     rate = {k: v.examples_per_s.median for k, v in m.items()}
-    return GeneratorSample(len(rows), names, rate["generator"], rate["shards"], str(folder))
+    gen_rate = rate["generator"] if not cut else len(rows) / max(1e-9, read_s)
+    return GeneratorSample(len(rows), names, gen_rate, rate["shards"], str(folder))
 
 
 def with_generator_sample(
-    findings: list[Finding], graph: lint.DatasetGraph, n: int = SAMPLE
+    findings: list[Finding],
+    graph: lint.DatasetGraph,
+    n: int = SAMPLE,
+    seconds: float | None = None,
 ) -> list[Finding]:
     """The from_generator finding given the concrete change and the gain measured on a
     sample of `n` elements (in a temporary folder, removed after); the others as they are.
     A sample that cannot be taken leaves the finding as the rule worded it, with the
-    reason."""
+    reason. `seconds`: its time (default SAMPLE_SECONDS; a generator of a few elements a
+    second took minutes for its least sample)."""
     for f in findings:
         if f.code != "from_generator":
             continue
         try:
             with tempfile.TemporaryDirectory(prefix="tfperf-generator-") as tmp:
-                sample = sample_generator(graph, Path(tmp) / "shards", n)
+                secs = SAMPLE_SECONDS if seconds is None else seconds
+                sample = sample_generator(graph, Path(tmp) / "shards", n, secs)
         except Exception as exc:  # noqa: BLE001 - the finding stands without its sample
             f.evidence += f"; no sample written ({type(exc).__name__}: {str(exc)[:160]})"
             continue
