@@ -135,3 +135,34 @@ def test_fix_offers_and_tries_the_split(jpegs):
     trial = rows[FISSION.label]
     # Checked and timed (kept or not by the timing), never refused as changing the examples.
     assert "changes the examples" not in trial.reason and "not split" not in trial.reason
+
+
+def test_a_random_crop_box_then_decode_and_crop_is_split_a_refused_contrast_kept_per_example(
+    jpegs,
+):
+    """Inception-style: the crop box drawn from the JPEG's header, decode_and_crop, resize,
+    flip and a random contrast (whose factor pfor needs shared: kept per example on the
+    second attempt), then a normalization by a captured variable, vectorized."""
+    mean = tf.Variable([0.4, 0.5, 0.6])
+
+    def crop(path: tf.Tensor) -> dict:
+        data = tf.io.read_file(path)
+        box = tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4])
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.io.extract_jpeg_shape(data), box, area_range=(0.3, 1.0), min_object_covered=0.1
+        )
+        window = tf.stack([begin[0], begin[1], size[0], size[1]])
+        img = tf.image.decode_and_crop_jpeg(data, window, channels=3)
+        img = tf.image.resize(img, [SIDE, SIDE]) / 255.0
+        img = tf.image.random_contrast(tf.image.random_flip_left_right(img), 0.8, 1.2)
+        return {"image": (img - mean) * 4.0, "n": tf.strings.length(path)}
+
+    ds = pipeline(jpegs, crop)
+    out = split_maps(lint.read_graph(ds), ds)
+    assert out is not None
+    (_, b1, first), (_, b2, second) = map_ops(out)
+    assert not b1 and {"SampleDistortedBoundingBoxV2", "AdjustContrastv2"} <= first
+    assert b2 and {"ReadVariableOp", "StringLength"} <= second and "DecodeAndCropJpeg" not in second
+    assert "SampleDistortedBoundingBoxV2" in out.doctor_note
+    sizes = [int(b["n"].shape[0]) for b in out]
+    assert sizes == [8, 8, 8, 6] and next(iter(out))["image"].shape == (8, SIDE, SIDE, 3)

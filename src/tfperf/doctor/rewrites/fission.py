@@ -15,6 +15,7 @@ It times nothing: fix/ measures the result and checks it still yields the same e
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 _FREE = frozenset({"Const", "NoOp", "Placeholder", "Identity", "_Arg", "_Retval"})
 # Ops that only reshape: a second part of these alone is not worth a map of its own.
 _TRIVIAL = _FREE | {"Squeeze", "ExpandDims", "Reshape", "Shape", "StridedSlice", "Pack"}
+# Stateful ops that read what every example shares (a captured variable).
+_READS = frozenset({"ReadVariableOp", "VarHandleOp"})
 _PY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 
@@ -42,6 +45,7 @@ class _Split:
     cut_types: list[int]  # what f_a returns and f_b takes: DataType enums, TensorShapeProtos
     cut_shapes: list[Any]
     stays: list[str]  # the op types kept per example, for the note
+    ops: set[str]  # every op type of the function
 
 
 def split_site(graph: lint.DatasetGraph) -> lint.GraphStage | None:
@@ -63,6 +67,39 @@ def split_maps(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset
     part vectorized after the batch (vectorize.vectorize_maps on the split graph). None: no
     map splits into a part that vectorizes. Raises Refused (why) when a candidate map was
     found but could not be split."""
+    force: set[str] = set()
+    for _ in range(_ATTEMPTS):
+        out, split, why, fallbacks = _attempt(graph, ds, force)
+        if not split:
+            if why:
+                raise Refused("; ".join(why))
+            return None
+        # An op pfor refuses in the second part (a contrast factor drawn per example) is kept
+        # per example on the next attempt.
+        named = {w for _, r in fallbacks for w in re.findall(r"\b[A-Z]\w+\b", r)}
+        more = named & set().union(*(p.ops for _, p in split)) - force
+        if out is not None and (not fallbacks or not more):
+            notes = [
+                f"{label} split: per example up to {', '.join(p.stays)}, the rest vectorized"
+                for label, p in split
+            ]
+            out.doctor_note = "; ".join(notes + why)
+            return out
+        if not more:
+            break
+        force |= more
+    reasons = "; ".join(f"{label}: {r}" for label, r in fallbacks)
+    raise Refused(f"its second part does not vectorize ({reasons})")
+
+
+_ATTEMPTS = 3  # each traces the split maps and pfor once more
+
+
+def _attempt(
+    graph: lint.DatasetGraph, ds: tf.data.Dataset, force: set[str]
+) -> tuple[tf.data.Dataset | None, list[tuple[str, _Split]], list[str], list[tuple[str, str]]]:
+    """(the dataset split and vectorized or None, the maps split, why others were not, what
+    vectorize_maps left per example), ops of the types in `force` kept per example."""
     g = copy.deepcopy(graph.graph_def)
     nodes = {n.name: n for n in g.node}
     why: list[str] = []
@@ -76,7 +113,7 @@ def split_maps(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset
             if str(refused).startswith("it comes before"):
                 break  # a later map stays per-example: its own turn came first
             try:
-                parts = _split_function(g, nodes[st.name])
+                parts = _split_function(g, nodes[st.name], force)
             except Refused as exc:
                 why.append(f"{st.label}: {exc}")
                 break
@@ -84,21 +121,11 @@ def split_maps(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.Dataset
             split.append((st.label, parts))
             break
     if not split:
-        if why:
-            raise Refused("; ".join(why))
-        return None
+        return None, split, why, []
     cut = lint.rebuild(g, ds.element_spec)
     result = vectorize.vectorize_maps(lint.read_graph(cut), cut)
-    if result.dataset is None or not result.done:
-        reasons = "; ".join(f"{label}: {r}" for label, r in result.fallbacks)
-        raise Refused(f"its second part does not vectorize ({reasons})")
-    notes = [
-        f"{label} split: per example up to {', '.join(p.stays)}, the rest vectorized"
-        for label, p in split
-    ]
-    out = result.dataset
-    out.doctor_note = "; ".join(notes + why)
-    return out
+    out = result.dataset if result.done else None
+    return out, split, why, result.fallbacks
 
 
 # ---- the function's partition ---------------------------------------------------------------
@@ -145,7 +172,7 @@ def _fixed(t: Any) -> bool:
     return bool(t.shape.is_fully_defined())
 
 
-def _split_function(g: Any, node: Any) -> _Split:
+def _split_function(g: Any, node: Any, force: set[str]) -> _Split:
     """The map `node`'s function cut in two (see the module's docstring); Refused: why not."""
     import tensorflow as tf
     from tensorflow.python.ops.parallel_for import pfor
@@ -165,6 +192,7 @@ def _split_function(g: Any, node: Any) -> _Split:
     library = {f.signature.name: f for f in lib.function}
     ops = graph.get_operations()  # in a loaded function: inputs before consumers
     stacked: set[str] = {t.op.name for t in elems}
+    varies = {t.name for t in elems if not _fixed(t)}  # tensors of a shape per example
     seeds: set[str] = set()
     stays: set[str] = set()  # the op types pfor cannot convert, for the note
     for op in ops:
@@ -172,14 +200,20 @@ def _split_function(g: Any, node: Any) -> _Split:
             continue
         if op.type in _PY_OPS:
             raise Refused("it calls a Python function (py_function/numpy_function)")
-        if not (op._is_stateful or any(t.op.name in stacked for t in op.inputs)):
+        per_example = [t for t in op.inputs if t.op.name in stacked]
+        if not per_example and (not op._is_stateful or op.type in _READS):
             continue  # the same for every example: recomputed in each part that reads it
         stacked.add(op.name)
         bad = not _convertible(op.type, registry) and op.type not in _FREE
-        if bad or not _nested_ok(op, library, registry):
+        if bad or op.type in force or not _nested_ok(op, library, registry):
             seeds.add(op.name)
             stays.add(op.type)
-        elif not all(_fixed(t) for t in op.outputs):
+        # A shape unknown only because a shared input's is (a captured variable's, whose
+        # shape the dataset's graph loses) is the same for every example.
+        made = all(_fixed(t) for t in op.inputs)
+        if any(t.name in varies for t in per_example) or made or op.name in seeds:
+            varies |= {t.name for t in op.outputs if not _fixed(t)}
+        if any(t.name in varies for t in op.outputs):
             seeds.add(op.name)  # a shape per example: batched only once it is fixed
     by_name = {op.name: op for op in ops}
     first = _closure(seeds | {t.op.name for t in elems}, by_name, stacked)
@@ -189,7 +223,7 @@ def _split_function(g: Any, node: Any) -> _Split:
             for op in ops
             if op.name in stacked
             and op.name not in first
-            and any(t.op.name in first and not _fixed(t) for t in op.inputs)
+            and any(t.op.name in first and t.name in varies for t in op.inputs)
         }
         if not more:
             break
@@ -203,8 +237,10 @@ def _split_function(g: Any, node: Any) -> _Split:
         if t.op.name in first and all(t is not c for c in cut):
             cut.append(t)
     if not all(_fixed(t) for t in cut):
-        raise Refused("what its per-example part returns differs in shape per example")
-    return _functions(fn, elems, caps, cut, outputs, sorted(stays))
+        raise Refused("what its per-example part returns has no fixed shape to batch")
+    parts = _functions(fn, elems, caps, cut, outputs, sorted(stays))
+    parts.ops = {op.type for op in ops}
+    return parts
 
 
 def _closure(names: set[str], by_name: dict[str, Any], stacked: set[str]) -> set[str]:
@@ -264,7 +300,8 @@ def _functions(
         fdefs += [cf.function_def, *cf.graph.as_graph_def().library.function]
         names.append(cf.function_def.signature.name)
     types = [t.dtype.as_datatype_enum for t in cut]
-    return _Split(names[0], names[1], fdefs, types, [t.shape.as_proto() for t in cut], stays)
+    shapes = [t.shape.as_proto() for t in cut]
+    return _Split(names[0], names[1], fdefs, types, shapes, stays, set())
 
 
 def _renamed(tensor: str, placeholders: dict[str, Any]) -> str:
