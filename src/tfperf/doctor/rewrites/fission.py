@@ -117,6 +117,9 @@ def _attempt(
             except Refused as exc:
                 why.append(f"{st.label}: {exc}")
                 break
+            except Exception as exc:  # noqa: BLE001 - a function the loader or importer refuses
+                why.append(f"{st.label}: its function could not be split ({type(exc).__name__})")
+                break
             _edit(g, nodes, nodes[st.name], parts)
             split.append((st.label, parts))
             break
