@@ -22,7 +22,12 @@ from tfperf.doctor.fix.runfile import compile_kwargs, withheld
 from tfperf.doctor.fix.trials import FixResult
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes import handed, step_fn
-from tfperf.doctor.probes.budget import DOCTOR_SECONDS, FIX_SECONDS, Budget
+from tfperf.doctor.probes.budget import (
+    DOCTOR_SECONDS,
+    FIX_SECONDS,
+    Budget,
+    abandoned_as_error,
+)
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
 from tfperf.train.model_names import check_names
@@ -180,9 +185,14 @@ def diagnose(
     )
     with _progress(kw, kw.budget_s or DOCTOR_SECONDS) as (budget, show):
         with _session(dataset, model, kw) as (cfg, ds):
-            diag = diagnose_run(
-                cfg, dataset=ds, tick=tick or show, budget=budget, compute_variants=compute_variants
-            )
+            with abandoned_as_error(budget, "tfperf.diagnose"):
+                diag = diagnose_run(
+                    cfg,
+                    dataset=ds,
+                    tick=tick or show,
+                    budget=budget,
+                    compute_variants=compute_variants,
+                )
     diag.source = "tf.data.Dataset"
     return diag
 
@@ -229,7 +239,8 @@ def optimize(
     with _progress(kw, total) as (budget, show), _session(dataset, model, kw) as (cfg, ds):
         # The diagnosis takes at most a third of the budget (and DOCTOR_SECONDS), as --fix.
         part = budget.part(min(DOCTOR_SECONDS, total / 3))
-        diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=part)
+        with abandoned_as_error(budget, "tfperf.optimize"):
+            diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=part)
         diag.source = "tf.data.Dataset"
         result = fix_dataset(cfg, diag, ds, tick=tick or show, train_changes=False, budget=budget)
         result.compile_kwargs = compile_kwargs(diag, cfg.doctor.steps)

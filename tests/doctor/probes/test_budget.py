@@ -19,11 +19,13 @@ import pytest
 
 from tfperf.doctor.probes.budget import (
     CHECK_FLOOR_SECONDS,
+    FIX_CLOCK,
     INTERRUPTED,
     MIN_PROBE_SECONDS,
     MIN_TRIAL_SECONDS,
     NOT_MEASURED,
     TOP_CHECK_SHARE,
+    Abandoned,
     Budget,
     FixClock,
     OutOfTime,
@@ -238,6 +240,36 @@ def test_the_top_candidates_check_gets_a_share_of_the_budget_and_a_retry_its_flo
     assert retry - time.monotonic() == pytest.approx(CHECK_FLOOR_SECONDS, abs=0.5)
     budget.end = time.monotonic() + CHECK_FLOOR_SECONDS  # no time for another attempt
     assert clock.check_until(retry=True) is None
+
+
+def test_a_repeat_slower_than_the_budget_left_is_abandoned_not_waited_for():
+    """Issue 30: a single pull of a very slow pipeline held the call for minutes past its
+    budget; the repeat runs in a thread and is abandoned at the budget's end (required:
+    plus GRACE of it)."""
+    budget = Budget(1.0)
+    slow = Probe("slow", lambda: (time.sleep(20), Run(1.0, 1, 1))[1])
+    start = time.monotonic()
+    with pytest.raises(Abandoned, match="'slow' was still running after 1 s"):
+        budget.watch(slow, required=True)()
+    assert time.monotonic() - start < 10  # not the 20 s of the repeat
+    assert isinstance(Abandoned("x", 1.0), OutOfTime)  # reported as not measured
+    assert "slow" not in budget.so_far()
+
+    def failing() -> Run:
+        raise ValueError("in the probe")
+
+    with pytest.raises(ValueError, match="in the probe"):  # raised again in the caller
+        Budget(10.0).watch(Probe("bad", failing))()
+    # The repeat sees the caller's context variables (the fix clock among them).
+    token = FIX_CLOCK.set(FixClock(Budget(10.0), limit=1.0, trials_left=1))
+    try:
+        seen = Probe("ctx", lambda: Run(1.0, 1, int(FIX_CLOCK.get() is not None)))
+        assert Budget(10.0).watch(seen)().examples == 1
+    finally:
+        FIX_CLOCK.reset(token)
+    # A part abandons its required repeats only at the whole budget's end.
+    whole = Budget(100.0)
+    assert whole.part(1.0).hard_end == whole.hard_end == pytest.approx(whole.end + 5.0)
 
 
 def test_a_ctrl_c_noted_stops_the_next_repeat_even_if_tensorflow_swallowed_it():

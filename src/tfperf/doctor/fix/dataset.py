@@ -27,7 +27,13 @@ from tfperf.doctor.fix.trials import (
 )
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
-from tfperf.doctor.probes.budget import FIX_CLOCK, Budget
+from tfperf.doctor.probes.budget import (
+    CHECK_FLOOR_SECONDS,
+    FIX_CLOCK,
+    Abandoned,
+    Budget,
+    run_within,
+)
 from tfperf.doctor.probes.budget import fix_clock as _clocked
 from tfperf.doctor.rewrites.edits import (
     same_examples,
@@ -118,7 +124,7 @@ def fix_dataset(
                     old, new = check
                     if not sampled_same(old, new, rate, batch):
                         raise Skipped("changes the examples")
-            except ExamplesOutOfTime as cut:
+            except (ExamplesOutOfTime, Abandoned) as cut:
                 # Never timed unchecked: a rewrite that may change the examples is not kept.
                 raise Skipped(f"not verified: {cut}") from None
             current = trial_probe("best so far", cfg, best, batch)
@@ -141,7 +147,8 @@ def fix_dataset(
     if changes or kept:
         optimized = lambda n: trial_probe(n, best_cfg, best_ds, batch)  # noqa: E731
     original = lambda n: trial_probe(n, cfg, ds, batch)  # noqa: E731
-    outcome = final_check(original, optimized, d, tick, trials)
+    known = diag.training.examples_per_s.median  # reported if the final check is abandoned
+    outcome = final_check(original, optimized, d, tick, trials, known)
     if not outcome.keep:
         best_ds, changes, kept = ds, [], {}
     for note in capped.cache_notes:  # timed without it; the user's code keeps it
@@ -201,7 +208,7 @@ def sampled_same(a: tf.data.Dataset, b: tf.data.Dataset, rate: float | None, bat
     """Whether `a` and `b` yield the same multiset of examples on their first N (sized by
     time, see `sample_size`), one pass each. A pass cut at its deadline is retried on a
     smaller sample (a quarter of what it reached) while the budget leaves time;
-    ExamplesOutOfTime once it does not."""
+    ExamplesOutOfTime once it does not; Abandoned when one element outlasts it."""
     clock = FIX_CLOCK.get()
     if clock is None or clock.check_deadline is None:  # no budget: MAX_COMPARE examples
         return same_examples(a, b, padding=True)
@@ -211,8 +218,15 @@ def sampled_same(a: tf.data.Dataset, b: tf.data.Dataset, rate: float | None, bat
         if until is None:
             raise ExamplesOutOfTime(0)
         limit = min(limit, sample_size(rate, until - time.monotonic(), batch) or limit)
+        # The deadline is read between elements: one element slower than the check's time
+        # (and its floor again) is abandoned, not waited for; no smaller sample then helps.
+        hard = min(until + CHECK_FLOOR_SECONDS, clock.budget.hard_end) - time.monotonic()
+
+        def same(n: int = limit, u: float = until) -> bool:
+            return same_examples(a, b, limit=n, deadline=u, padding=True)
+
         try:
-            return same_examples(a, b, limit=limit, deadline=until, padding=True)
+            return bool(run_within(same, hard, "the multiset check"))
         except ExamplesOutOfTime as cut:
             if attempt == RETRIES:
                 raise

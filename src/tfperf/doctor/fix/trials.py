@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tfperf.config import DoctorConfig, RunConfig
 from tfperf.doctor.fix.runfile import apply_changes, describe_changes
-from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED
+from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED, OutOfTime
 from tfperf.doctor.probes.target import (
     StepTarget,
     build_target,
@@ -249,32 +249,44 @@ def final_check(
     d: DoctorConfig,
     tick: Tick,
     trials: list[FixTrial],
+    known: float = 0.0,
 ) -> Outcome:
     """The optimized pipeline against the original (`optimized` None: nothing was kept, the
-    original is timed alone). When it is not faster, the kept trials are marked dropped."""
+    original is timed alone). When it is not faster, the kept trials are marked dropped.
+    A repeat abandoned at the budget's end (OutOfTime) keeps nothing and reports `known`
+    (the diagnosis's rate) as both rates."""
     clock = FIX_CLOCK.get()
     if optimized is None:
         # Only the number to report: within what is left of the budget (one repeat at least).
         left = clock.budget.left() if clock is not None else None
         on_run = lambda n, _: tick(n)  # noqa: E731
         probe = original("original")
-        alone = side_by_side([probe], repeats=d.repeats, on_run=on_run, time_limit=left)
+        probe = clock.budget.watch(probe, required=True) if clock is not None else probe
+        try:
+            alone = side_by_side([probe], repeats=d.repeats, on_run=on_run, time_limit=left)
+        except OutOfTime:
+            return Outcome(known, known, None, False)
         rate = alone[probe.name].examples_per_s.median
         return Outcome(rate, rate, None, False)
     # The check always runs: without it nothing is kept (never slower than the original).
     seconds = max(MIN_TRIAL_SECONDS, clock.budget.left()) if clock is not None else None
-    a, b, check = _pair(original("original"), optimized("optimized"), d, tick, seconds)
+    try:
+        a, b, check = _pair(original("original"), optimized("optimized"), d, tick, seconds)
+    except OutOfTime as cut:
+        _drop(trials, f"the final check was not measured ({cut})")
+        return Outcome(known, known, None, False)
     before = a.examples_per_s.median
     if check.faster:
         return Outcome(before, b.examples_per_s.median, check, True)
+    _drop(trials, f"together {check.ratio:.2f}x ({check.low:.2f}-{check.high:.2f}) of the original")
+    return Outcome(before, before, check, False)
+
+
+def _drop(trials: list[FixTrial], why: str) -> None:
     for t in trials:
         if t.kept:
             t.kept = False
-            t.reason += (
-                f"; dropped: together {check.ratio:.2f}x ({check.low:.2f}-{check.high:.2f}) "
-                "of the original"
-            )
-    return Outcome(before, before, check, False)
+            t.reason += f"; dropped: {why}"
 
 
 def try_changes(

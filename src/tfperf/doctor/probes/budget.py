@@ -5,13 +5,16 @@ Ctrl-C prints). A probe that the budget leaves no time for is reported as not me
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
+from tfperf.errors import UserError
 from tfperf.measure import Measurement, Probe, Run
 
 DOCTOR_SECONDS = 90.0  # `tfperf doctor` by default
@@ -31,12 +34,60 @@ class OutOfTime(Exception):
         super().__init__(f"{NOT_MEASURED} ({seconds:.0f} s)")
 
 
+class Abandoned(OutOfTime):
+    """A repeat still running at its hard deadline: left to end in a background thread (a
+    compiled pull cannot be cut), its result dropped."""
+
+    def __init__(self, name: str, seconds: float):
+        Exception.__init__(
+            self,
+            f"{NOT_MEASURED}: one repeat of '{name}' was still running after {seconds:.0f} s "
+            "(an element slower than the budget left) and was abandoned",
+        )
+
+
+def process_seconds() -> float:
+    """Wall seconds since this process started (its start-up counts against a budget)."""
+    import psutil
+
+    return max(0.0, time.time() - psutil.Process().create_time())
+
+
+GRACE = 0.05  # of the whole budget: how long past its end a required repeat may still run
+
+
+def run_within(fn: Callable[[], Any], seconds: float, name: str) -> Any:
+    """`fn()` in a daemon thread (this context's variables with it); Abandoned when it has
+    not returned after `seconds` (it then ends on its own, its result dropped)."""
+    box: dict[str, Any] = {}
+    ctx = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            box["out"] = ctx.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            box["exc"] = exc
+
+    start = time.monotonic()
+    worker = threading.Thread(target=work, name=f"tfperf probe {name}", daemon=True)
+    worker.start()
+    worker.join(max(0.0, seconds))
+    if worker.is_alive():
+        raise Abandoned(name, time.monotonic() - start)
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
 class Budget:
-    """A deadline `seconds` from now; `measured` collects every repeat's run by name."""
+    """A deadline `seconds` from now; `measured` collects every repeat's run by name.
+    `hard_end`: past it no repeat runs on (the whole budget's end plus GRACE; a part
+    shares its parent's)."""
 
     def __init__(self, seconds: float, on_probe: OnProbe | None = None):
         self.seconds = seconds
         self.end = time.monotonic() + seconds
+        self.hard_end = self.end + GRACE * seconds
         self.on_probe = on_probe
         self.measured: dict[str, Measurement] = {}
 
@@ -48,6 +99,7 @@ class Budget:
         record of measurements."""
         sub = Budget(min(seconds, self.left()), self.on_probe)
         sub.measured = self.measured
+        sub.hard_end = self.hard_end
         return sub
 
     def per_probe(self, seconds: float, probes: int, repeats: int) -> float:
@@ -58,7 +110,8 @@ class Budget:
     def watch(self, probe: Probe, *, until: float | None = None, required: bool = False) -> Probe:
         """`probe`, shown on the progress display before each repeat and recorded after it.
         Past `until` (a time.monotonic() deadline, default this budget's end) a probe not
-        `required` raises OutOfTime instead of running."""
+        `required` raises OutOfTime instead of running. A repeat still running at the end
+        of this budget (a required one: at `hard_end`) is abandoned (Abandoned)."""
         deadline = self.end if until is None else until
         runs: list[Run] = []  # a probe measured once is not dropped later: rounds stop on their own
 
@@ -69,7 +122,9 @@ class Budget:
                 raise OutOfTime(self.seconds)
             if self.on_probe is not None:
                 self.on_probe(probe.name, self.left())
-            run = probe()
+            # An element slower than the time left must not hold the call past its budget.
+            hard = self.hard_end if required else min(self.end, self.hard_end)
+            run = run_within(probe, hard - time.monotonic(), probe.name)
             runs.append(run)
             self.measured.setdefault(probe.name, Measurement(probe.name)).runs.append(run)
             return run
@@ -83,6 +138,24 @@ class Budget:
             for name, m in self.measured.items()
             if m.runs and any(r.examples for r in m.runs)
         }
+
+
+@contextmanager
+def abandoned_as_error(budget: Budget, what: str) -> Iterator[None]:
+    """A rate the diagnosis cannot do without (the pipeline, the compute limit, training)
+    abandoned at the budget's end becomes a UserError saying so and what was measured,
+    not a traceback."""
+    try:
+        yield
+    except Abandoned as exc:
+        so_far = "; ".join(
+            f"{name}: {m['examples_per_s']:,} examples/s" for name, m in budget.so_far().items()
+        )
+        raise UserError(
+            f"{what}: {exc}, at the end of its {budget.seconds:.0f} s budget; measured so far: "
+            f"{so_far or 'nothing'}. Each of the three rates needs a warm-up and a few timed "
+            "batches: give a larger budget (budget_s, --budget) or fewer doctor.steps"
+        ) from None
 
 
 @dataclass
