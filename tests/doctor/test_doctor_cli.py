@@ -39,7 +39,10 @@ def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli, monkeypatc
     res = cli("doctor", path)
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "highly input-bound" in out
+    # The planted py_function is highly input-bound, unless the host's load made the
+    # measurement contradict itself, which the report then says instead of a verdict.
+    inconsistent = out.startswith("no verdict: the measurement is inconsistent")
+    assert "highly input-bound" in out or inconsistent, out[:300]
     assert "py_function" in out and "slowest" in out
     assert "compute limit" in out and "stage prefixes" in out
     # Redirected, the findings were one line per row, 2,247 columns wide: now the tables
@@ -48,7 +51,7 @@ def test_table_names_the_finding_and_the_slowest_stage(tmp_path, cli, monkeypatc
     assert tables and max(len(line) for line in tables) <= 100, out
     assert "…" not in out
     # the report opens with the verdict, its prose wrapped at 100 columns too
-    assert out.startswith("verdict: highly input-bound"), out[:300]
+    assert out.startswith("verdict: highly input-bound") or inconsistent, out[:300]
     head = out.split("measured side by side")[0].splitlines()
     assert max(len(line) for line in head) <= 100, head
 

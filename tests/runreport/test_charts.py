@@ -27,6 +27,13 @@ def test_stage_waterfall_marks_the_slowest_stage(diagnosis):
     assert waterfall.y[-1] == "pipeline alone"
     # the red bar over the slowest stage starts where the stages before it end
     assert slowest.marker.color == charts.RED and list(slowest.base) == [10.08]
+    # Stages tied within noise: each gets its red bar and its mark.
+    first = diagnosis["stages"][0]["label"]
+    tied = {**diagnosis, "slowest_stages": [first, "map#2 (sequential)"]}
+    tied["slowest_stage"] = f"{first} or map#2 (sequential) (within noise)"
+    fig = charts.stages_waterfall(tied)
+    assert [list(bar.base) for bar in fig.data[1:]] == [[0.0], [10.08]]
+    assert fig.data[0].y[0] == f"{first} {charts.SLOWEST_MARK}"
     for stage in diagnosis["stages"]:
         stage["examples_per_s"] = None
     assert charts.stages_waterfall(diagnosis) is None  # no stage was timed

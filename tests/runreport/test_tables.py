@@ -106,7 +106,7 @@ def test_the_html_shows_the_text_reports_verdict_range_intervals_and_remainder()
         "m",
         10,
         "float32",
-        rate("pipeline"),
+        Measurement("pipeline", [Run(1.0, 100, n) for n in (900, 1_000, 1_100)]),
         rate("compute limit"),
         rate("training", (0.049, 0.14, 0.09)),
         [
@@ -129,5 +129,7 @@ def test_the_html_shows_the_text_reports_verdict_range_intervals_and_remainder()
     for cell in ("180.0 (170.0-190.0)", "73.0 (60.0-175.0)", "-81.0 (-100.0 to -55.0)"):
         assert f"<td>{cell}</td>" in stages and cell in text
     assert stages.count("&#9664; slowest (within noise)") == 2
+    rates = rates_table(d)
+    assert "<td>1,000 (900-1,100)</td>" in rates and "1,000 (900-1,100)" in text
     assert escape(d["unattributed"]["text"]) in stages and d["unattributed"]["text"] in text
     assert "slowest stage: map#1 or shuffle#2 (within noise)" in stages

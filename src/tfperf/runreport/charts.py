@@ -81,9 +81,11 @@ def stages_waterfall(diagnosis: dict[str, Any] | None) -> Any:
     if not diagnosis or not any(s.get("examples_per_s") for s in stages):
         return None
     slowest = diagnosis.get("slowest_stage")
+    # Stages tied within noise are each marked (slowest_stage then names them all).
+    marked = diagnosis.get("slowest_stages") or [slowest]
     rate = diagnosis["pipeline"]["examples_per_s"]
     whole = 1e6 / rate if rate else 0.0
-    labels = [stage_label(s, slowest) for s in stages]
+    labels = [stage_label(s, s["label"] if s["label"] in marked else None) for s in stages]
     added = [s.get("us_per_example") or 0.0 for s in stages]
     text = [
         f"{number(s['examples_per_s'])} ex/s" if s.get("examples_per_s") else "not measured"
@@ -106,7 +108,7 @@ def stages_waterfall(diagnosis: dict[str, Any] | None) -> Any:
         )
     )
     for i, s in enumerate(stages):  # the slowest bar: red, its own trace over the waterfall
-        if s["label"] == slowest:
+        if s["label"] in marked:
             base = sum(added[:i])
             fig.add_trace(
                 go.Bar(

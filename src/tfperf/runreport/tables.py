@@ -78,15 +78,20 @@ def verdict_html(diagnosis: dict[str, Any] | None, summary: dict[str, Any] | Non
 
 def rates_table(diagnosis: dict[str, Any]) -> str:
     d = diagnosis
+
+    def shown(key: str) -> str:  # the CLI's words where doctor.json has them
+        return _e(d[key].get("examples_per_s_text") or number(d[key]["examples_per_s"]))
+
     rows = [
-        ["(a) pipeline alone", number(d["pipeline"]["examples_per_s"]), ""],
-        ["(b) model on one cached batch", number(d["compute_limit"]["examples_per_s"]), "limit"],
-        ["(c) training", number(d["training"]["examples_per_s"]), "pipeline + model"],
+        ["(a) pipeline alone", shown("pipeline"), ""],
+        ["(b) model on one cached batch", shown("compute_limit"), "limit"],
+        ["(c) training", shown("training"), "pipeline + model"],
     ]
     for name, rate in d.get("variants", {}).items():
         label = name if name.startswith(("training", "compute")) else f"compute with {name}"
         rows.append([_e(label), number(rate), "what-if"])
-    return table(["measured side by side", "examples/s", "note"], rows, "num")
+    head = ["measured side by side", "examples/s (min-max)", "note"]
+    return table(head, rows, "num")
 
 
 def stages_table(diagnosis: dict[str, Any]) -> str:

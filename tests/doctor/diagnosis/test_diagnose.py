@@ -55,6 +55,8 @@ def _rates(name: str, *rates: float) -> Measurement:
         # Training at or below both, or above within their spreads: consistent.
         ((1000, 1100), (5000, 5200), (900, 950), None),
         ((1000, 1100), (5000, 5200), (1050, 1120), None),
+        # Above the pipeline's fastest repeat, but within MARGIN (15%) of it: consistent.
+        ((1000, 1100), (5000, 5200), (1200, 1250), None),
         # Training's slowest repeat above the pipeline alone's fastest: no verdict.
         (
             (900, 910),
@@ -65,13 +67,13 @@ def _rates(name: str, *rates: float) -> Measurement:
         ),
         # Above the compute limit too, with the host's load swinging between rounds.
         (
-            (900, 2000),
+            (900, 1800),
             (1000, 1050),
             (2100, 2200),
-            "training 2,150 (2,100-2,200) examples/s is faster than the pipeline alone 1,450 "
-            "(900-2,000) and training 2,150 (2,100-2,200) examples/s is faster than the "
+            "training 2,150 (2,100-2,200) examples/s is faster than the pipeline alone 1,350 "
+            "(900-1,800) and training 2,150 (2,100-2,200) examples/s is faster than the "
             "compute limit 1,025 (1,000-1,050) beyond their spreads; the host's load changed "
-            "between rounds (slowest to fastest repeat: pipeline 2.2x)",
+            "between rounds (slowest to fastest repeat: pipeline 2.0x)",
         ),
     ],
 )

@@ -88,6 +88,8 @@ def test_the_json_form_rounds_the_rates_and_keeps_every_field():
     assert d["headline"] == diag.headline and d["input_bound_fraction"] == 0.5
     assert d["pipeline"] == {
         "examples_per_s": 500.0,
+        "examples_per_s_range": [500.0, 500.0],
+        "examples_per_s_text": "500",
         "batches_per_s": 50.0,
         "examples_per_batch": 10.0,
         "seconds": 2.0,
@@ -102,6 +104,9 @@ def test_the_json_form_rounds_the_rates_and_keeps_every_field():
 def test_rate_json_and_training_json():
     m = measured("training", 1234.567, wait=0.25)
     assert rate_json(m)["examples_per_s"] == 1234.0  # int(rate) examples in one second
+    spread_out = Measurement("p", [Run(1.0, 10, n) for n in (1000, 1300, 1100)])
+    assert rate_json(spread_out)["examples_per_s_range"] == [1000.0, 1300.0]
+    assert rate_json(spread_out)["examples_per_s_text"] == "1,100 (1,000-1,300)"
     t = training_json(m)
     assert t["wait_s"] == 0.5 and t["wall_s"] == 2.0 and t["input_bound_fraction"] == 0.25
 

@@ -112,3 +112,26 @@ def test_gains_within_the_noise_tie_and_priority_ranks_them():
     # A gain clearly larger than the noise still leads, whatever its priority.
     clear = rank(_finding("sequential_map", 2.0 * TIE), _finding("per_example_map", 1.5))
     assert clear == ["sequential_map", "per_example_map"]
+
+
+def test_a_tie_between_findings_is_said():
+    from tfperf.doctor.rules.registry import _tied_runs, _timed_tie, tie_statement
+
+    pri = {"per_example_map": 80, "sequential_map": 100, "no_interleave": 90}
+    found = [
+        _finding("sequential_map", 2.1),
+        _finding("per_example_map", 1.9),
+        _finding("no_interleave", 1.2),  # beyond TIE of 1.9: not tied
+    ]
+    runs = _tied_runs(found, lambda f: (), lambda f: pri[f.code])
+    assert [[f.code for f in run] for run in runs] == [
+        ["per_example_map", "sequential_map"],
+        ["no_interleave"],
+    ]
+    assert [_timed_tie(run) for run in runs] == [True, False]
+    assert tie_statement(runs[0]) == (
+        "per_example_map and sequential_map tie: expected ~1.90x and ~2.10x are within the "
+        "noise (1.25x of each other); ranked by the rules' priority"
+    )
+    # Findings without a speed gain (RAM risks) are not a tie worth a statement.
+    assert not _timed_tie([_finding("a", None), _finding("b", None)])

@@ -88,17 +88,29 @@ class Remainder:
         )
 
 
-def rate_json(m: Measurement) -> dict[str, float]:
-    """The --json form of a measurement: median rates over its repeats, total timed seconds."""
+def rate_json(m: Measurement) -> dict[str, Any]:
+    """The --json form of a measurement: median rates over its repeats with their min-max,
+    total timed seconds."""
+    rate = m.examples_per_s
     return {
-        "examples_per_s": round(m.examples_per_s.median, 1),
+        "examples_per_s": round(rate.median, 1),
+        "examples_per_s_range": [round(rate.min, 1), round(rate.max, 1)],
+        "examples_per_s_text": rate_text(m),
         "batches_per_s": round(m.batches_per_s.median, 2),
         "examples_per_batch": m.examples_per_batch,
         "seconds": round(m.seconds, 4),
     }
 
 
-def training_json(m: Measurement) -> dict[str, float]:
+def rate_text(m: Measurement) -> str:
+    """'1,234 (1,100-1,300)': the median examples/s with its repeats' min-max."""
+    rate = m.examples_per_s
+    if number(rate.min) == number(rate.max):
+        return number(rate.median)
+    return f"{number(rate.median)} ({number(rate.min)}-{number(rate.max)})"
+
+
+def training_json(m: Measurement) -> dict[str, Any]:
     """`rate_json` plus the time the train step waited for input and its share."""
     wait = sum(r.wait_seconds for r in m.runs)
     return {
@@ -278,15 +290,13 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     )
     t = Table(title="measured side by side (examples/s)")
     t.add_column("variant")
-    t.add_column("examples/s", justify="right")
+    t.add_column("examples/s (min-max)", justify="right")
     t.add_column("note")
-    t.add_row("(a) pipeline alone", number(diag.pipeline.examples_per_s.median), "")
-    t.add_row(
-        "(b) model on one cached batch", number(diag.compute.examples_per_s.median), "compute limit"
-    )
+    t.add_row("(a) pipeline alone", rate_text(diag.pipeline), "")
+    t.add_row("(b) model on one cached batch", rate_text(diag.compute), "compute limit")
     t.add_row(
         "(c) training (pipeline + model)",
-        number(diag.training.examples_per_s.median),
+        rate_text(diag.training),
         diag.wait_text,
     )
     for name, rate in diag.variants.items():

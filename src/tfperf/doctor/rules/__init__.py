@@ -12,7 +12,16 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from tfperf.doctor.rules.registry import Rewrite, Rule, register, registered, rule, run_rules
+from tfperf.doctor.rules.registry import (
+    Rewrite,
+    Rule,
+    ranked_with_ties,
+    register,
+    registered,
+    rule,
+    run_rules,
+    tie_statement,
+)
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
@@ -44,7 +53,9 @@ __all__ = [
     "RULES",
     "Rewrite",
     "Rule",
+    "ranked_with_ties",
     "register",
     "rule",
     "run_rules",
+    "tie_statement",
 ]

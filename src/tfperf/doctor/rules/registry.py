@@ -95,6 +95,12 @@ def registered() -> tuple[Rule, ...]:
 
 def run_rules(ctx: Evidence) -> list[Finding]:
     """Every registered rule's findings on `ctx`, ranked."""
+    return ranked_with_ties(ctx)[0]
+
+
+def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]:
+    """Every registered rule's findings on `ctx`, ranked, and the runs of findings whose
+    expected gains tied within the noise (TIE), each run in its priority order."""
     found: list[Finding] = []
     for r in _REGISTRY.values():
         found.extend(r.detect(ctx))
@@ -118,7 +124,8 @@ def run_rules(ctx: Evidence) -> list[Finding]:
         return r.priority if r is not None else UNRANKED
 
     ranked = sorted(found, key=lambda f: (group(f), -(f.expected_speedup or 0.0), priority(f)))
-    return _ties_by_priority(ranked, group, priority)
+    runs = _tied_runs(ranked, group, priority)
+    return [f for run in runs for f in run], [run for run in runs if _timed_tie(run)]
 
 
 # Expected gains within this factor of the next larger one are a tie: they are estimates
@@ -127,21 +134,49 @@ def run_rules(ctx: Evidence) -> list[Finding]:
 TIE = 1.25
 
 
+def _tied_runs(
+    ranked: list[Finding],
+    group: Callable[[Finding], tuple[bool, ...]],
+    priority: Callable[[Finding], int],
+) -> list[list[Finding]]:
+    """`ranked` (by group, then gain) cut into runs of tied gains, each by priority."""
+    out: list[list[Finding]] = []
+    run: list[Finding] = []
+    for f in ranked:
+        if run and (group(f) != group(run[-1]) or _gain(run[-1]) > TIE * _gain(f)):
+            out.append(sorted(run, key=priority))
+            run = []
+        run.append(f)
+    if run:
+        out.append(sorted(run, key=priority))
+    return out
+
+
 def _ties_by_priority(
     ranked: list[Finding],
     group: Callable[[Finding], tuple[bool, ...]],
     priority: Callable[[Finding], int],
 ) -> list[Finding]:
     """`ranked` (by group, then gain) with each run of tied gains reordered by priority."""
-    out: list[Finding] = []
-    run: list[Finding] = []
-    for f in ranked:
-        if run and (group(f) != group(run[-1]) or _gain(run[-1]) > TIE * _gain(f)):
-            out.extend(sorted(run, key=priority))
-            run = []
-        run.append(f)
-    out.extend(sorted(run, key=priority))
-    return out
+    return [f for run in _tied_runs(ranked, group, priority) for f in run]
+
+
+def _timed_tie(run: list[Finding]) -> bool:
+    """A run of two or more findings that each expect a speed gain (a tie worth saying)."""
+    return len(run) > 1 and all(f.expected_speedup is not None for f in run)
+
+
+def tie_statement(run: list[Finding]) -> str:
+    """'per_example_map and sequential_map tie: expected ~1.90x and ~2.10x are within the
+    noise (1.25x of each other); ranked by the rules' priority'."""
+    codes = [f.code for f in run]
+    gains = [f"~{f.expected_speedup or 0.0:.2f}x" for f in run]
+    both = ", ".join(codes[:-1]) + " and " + codes[-1]
+    gained = ", ".join(gains[:-1]) + " and " + gains[-1]
+    return (
+        f"{both} tie: expected {gained} are within the noise ({TIE}x of each other); "
+        "ranked by the rules' priority"
+    )
 
 
 def _gain(f: Finding) -> float:
