@@ -166,3 +166,10 @@ def test_a_random_crop_box_then_decode_and_crop_is_split_a_refused_contrast_kept
     assert "SampleDistortedBoundingBoxV2" in out.doctor_note
     sizes = [int(b["n"].shape[0]) for b in out]
     assert sizes == [8, 8, 8, 6] and next(iter(out))["image"].shape == (8, SIDE, SIDE, 3)
+
+
+def test_apply_rewrites_replays_the_split_by_its_name(jpegs):
+    ds = pipeline(jpegs)
+    out = tfperf.apply_rewrites(ds, [FISSION.label])
+    assert [b for _, b, _ in map_ops(out)] == [False, True]
+    assert_same_examples(ds, out)
