@@ -135,6 +135,30 @@ def test_the_final_check_keeps_the_whole_only_when_it_is_faster():
     assert (alone.before, alone.after, alone.check, alone.keep) == (1000, 1000, None, False)
 
 
+def test_a_final_check_slower_than_the_budget_left_is_abandoned_and_keeps_nothing():
+    """Issue 30: the final check always runs; a repeat that outlasts the budget's end (plus
+    its grace) is abandoned: nothing kept, the diagnosis's rate reported, no hang."""
+    import time
+
+    from tfperf.doctor.probes.budget import FIX_CLOCK, Budget, FixClock
+
+    slow = lambda name: Probe(name, lambda: (time.sleep(20), Run(1.0, 1, 1))[1])  # noqa: E731
+    token = FIX_CLOCK.set(FixClock(Budget(1.0), limit=1.0, trials_left=0))
+    try:
+        start = time.monotonic()
+        trials = [FixTrial("x", "x", 1500.0, True, "faster")]
+        out = final_check(slow, lambda name: steady(name, 2000), D, lambda _: None, trials, 700.0)
+        assert (out.before, out.after, out.keep) == (700.0, 700.0, False)
+        assert not trials[0].kept and "dropped: the final check was not measured" in (
+            trials[0].reason
+        )
+        alone = final_check(slow, None, D, lambda _: None, [], 700.0)
+        assert (alone.before, alone.keep) == (700.0, False)
+        assert time.monotonic() - start < 15  # not the 20 s of one repeat
+    finally:
+        FIX_CLOCK.reset(token)
+
+
 def test_the_result_says_its_speedup_only_when_the_check_was_faster():
     m = side_by_side([steady("original", 1000), steady("optimized", 1500)], repeats=3)
     faster = compare(m["original"], m["optimized"])

@@ -116,6 +116,37 @@ def test_fix_on_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli)
     assert fix["trials"] and fix["speedup"] >= 1.0
 
 
+def test_optimize_on_a_generator_of_a_frame_per_half_second_answers_near_its_budget():
+    """Issue 30: a video pipeline from a Python generator got no answer in 660 s (its
+    generator sample alone read 256 frames, and every repeat pulled fixed counts). Now
+    the call answers, with a report or a UserError saying what was measured."""
+    import numpy as np
+    import tensorflow as tf
+
+    import tfperf
+    from tfperf.errors import UserError
+
+    def frames():
+        for i in range(100_000):
+            time.sleep(0.5)
+            yield np.full((64, 64, 3), i % 255, np.uint8), np.float32(i % 2)
+
+    spec = (tf.TensorSpec((64, 64, 3), tf.uint8), tf.TensorSpec((), tf.float32))
+    ds = tf.data.Dataset.from_generator(frames, output_signature=spec)
+    ds = ds.map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)).batch(4)
+    start = time.monotonic()
+    try:
+        _, report = tfperf.optimize(ds, None, budget_s=10)
+    except UserError as exc:
+        said = str(exc)
+        assert "not measured within the time budget" in said and "abandoned" in said, said
+    else:
+        assert not report.kept, str(report)
+    took = time.monotonic() - start
+    print(f"optimize(budget_s=10) on 2 frames/s: {took:.0f} s")
+    assert took < 10 + 30, took  # generous on a loaded host; it took minutes unbounded
+
+
 def read_in_background(stream: IO[str]) -> list[str]:
     """What `stream` gives, character by character, as it comes (a thread reads it)."""
     seen: list[str] = []
