@@ -173,3 +173,39 @@ def test_apply_rewrites_replays_the_split_by_its_name(jpegs):
     out = tfperf.apply_rewrites(ds, [FISSION.label])
     assert [b for _, b, _ in map_ops(out)] == [False, True]
     assert_same_examples(ds, out)
+
+
+def test_a_tfrecord_parse_then_decode_keeps_the_label_beside_the_image(tmp_path):
+    """The common TFRecord case: parse_single_example, decode, resize, normalize, a one-hot
+    label; the label crosses the batch beside the resized image, the same examples."""
+    rng = np.random.default_rng(2)
+    path = str(tmp_path / "images.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(N):
+            h, wd = (int(v) for v in rng.integers(10, 30, size=2))
+            img = rng.integers(0, 255, size=(h, wd, 3), dtype=np.uint8)
+            feats = {
+                "image": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[tf.io.encode_jpeg(img).numpy()])
+                ),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 4])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+    spec = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        ex = tf.io.parse_single_example(record, spec)
+        img = tf.cast(tf.io.decode_jpeg(ex["image"], channels=3), tf.float32)
+        img = tf.image.resize(img, [SIDE, SIDE], method="nearest")
+        return tf.image.flip_up_down(img / 127.5 - 1.0), tf.one_hot(ex["label"], 4)
+
+    ds = tf.data.TFRecordDataset(path).map(parse, num_parallel_calls=2).batch(8)
+    out = split_maps(lint.read_graph(ds), ds)
+    assert out is not None
+    (_, _, first), (_, b2, second) = map_ops(out)
+    assert "ParseExampleV2" in first or "ParseSingleExample" in first
+    assert b2 and "OneHot" in second and "DecodeJpeg" not in second
+    assert_same_examples(ds, out)
