@@ -95,3 +95,17 @@ def test_only_stages_between_the_reader_and_the_unbatch_yield_blocks():
     # (scalars), the unbatch (examples) nor anything after the batch (batches).
     assert blocked == list(range(reader, split))
     assert kinds[split - 1] == "map"
+
+
+def test_a_crop_box_drawn_at_random_makes_its_map_random():
+    """sample_distorted_bounding_box's op names no 'Random': a crop box drawn per epoch is
+    still augmentation (no cache after it, no multiset check across two runs)."""
+    box = tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4])
+
+    def crop(i: tf.Tensor) -> tf.Tensor:
+        begin, _, _ = tf.image.sample_distorted_bounding_box([32, 32, 3], box, area_range=(0.3, 1))
+        return begin + tf.cast(i, tf.int32)
+
+    ds = tf.data.Dataset.range(8).map(crop).map(lambda b: b * 2)
+    g = lint.read_graph(ds)
+    assert g.stages[1].is_random and not g.stages[2].is_random

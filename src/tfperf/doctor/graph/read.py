@@ -85,7 +85,20 @@ def _is_dataset_op(op: str) -> bool:
 
 def _is_random_op(op: str) -> bool:
     # Content that differs between epochs cannot be cached (augmentation).
-    return "Random" in op or op.startswith("Rng") or op in {"Multinomial", "RandomShuffle"}
+    return "Random" in op or op.startswith("Rng") or op in _RANDOM_OPS
+
+
+# Random ops whose names do not say so: an Inception-style crop box, a truncated normal draw.
+_RANDOM_OPS = frozenset(
+    {
+        "Multinomial",
+        "RandomShuffle",
+        "SampleDistortedBoundingBox",
+        "SampleDistortedBoundingBoxV2",
+        "TruncatedNormal",
+        "ParameterizedTruncatedNormal",
+    }
+)
 
 
 @dataclass
