@@ -269,6 +269,9 @@ def test_the_top_candidates_check_gets_a_share_of_the_budget_and_a_retry_its_flo
     retry = clock.check_until(retry=True)  # a smaller sample after a cut: the floor again
     assert retry is not None
     assert retry - time.monotonic() == pytest.approx(CHECK_FLOOR_SECONDS, abs=0.5)
+    longer = clock.check_until(retry=True, longer=1)  # cut before its first element
+    assert longer is not None
+    assert longer - time.monotonic() == pytest.approx(2 * CHECK_FLOOR_SECONDS, abs=0.5)
     budget.end = time.monotonic() + CHECK_FLOOR_SECONDS  # no time for another attempt
     assert clock.check_until(retry=True) is None
 

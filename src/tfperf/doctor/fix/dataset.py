@@ -207,14 +207,15 @@ def sample_size(rate: float | None, seconds: float, batch: int) -> int | None:
 def sampled_same(a: tf.data.Dataset, b: tf.data.Dataset, rate: float | None, batch: int) -> bool:
     """Whether `a` and `b` yield the same multiset of examples on their first N (sized by
     time, see `sample_size`), one pass each. A pass cut at its deadline is retried on a
-    smaller sample (a quarter of what it reached) while the budget leaves time;
+    smaller sample (a quarter of what it reached; cut before its first element, with twice
+    the time) while the budget leaves time;
     ExamplesOutOfTime once it does not; Abandoned when one element outlasts it."""
     clock = FIX_CLOCK.get()
     if clock is None or clock.check_deadline is None:  # no budget: MAX_COMPARE examples
         return same_examples(a, b, padding=True)
-    limit = MAX_COMPARE
+    limit, longer = MAX_COMPARE, 0
     for attempt in range(RETRIES + 1):
-        until = clock.check_until(retry=attempt > 0)
+        until = clock.check_until(retry=attempt > 0, longer=longer)
         if until is None:
             raise ExamplesOutOfTime(0)
         limit = min(limit, sample_size(rate, until - time.monotonic(), batch) or limit)
@@ -231,6 +232,7 @@ def sampled_same(a: tf.data.Dataset, b: tf.data.Dataset, rate: float | None, bat
             if attempt == RETRIES:
                 raise
             limit = max(1, min(limit, cut.examples) // 4)
+            longer += cut.examples == 0  # its first element (the iterator's build) is slow
     raise AssertionError("unreachable")
 
 

@@ -190,13 +190,15 @@ class FixClock:
         self.check_deadline = now + seconds / 2
         return seconds
 
-    def check_until(self, *, retry: bool = False) -> float | None:
+    def check_until(self, *, retry: bool = False, longer: int = 0) -> float | None:
         """The deadline of the trial in progress's multiset check, asked when the check
         starts: half the trial's share, but at least CHECK_FLOOR_SECONDS from now while the
         budget has twice that left (on a loaded host, building the candidate can eat the
         whole half, and a check cut after 0 examples keeps nothing); the first check (the
         top candidate's) at least TOP_CHECK_SHARE of the budget. `retry`: a smaller sample
-        after a cut, given the floor again; None once the budget cannot spare it."""
+        after a cut, given the floor again (doubled `longer` times: a pass cut before its
+        first element needs time, not a smaller sample); None once the budget cannot
+        spare it."""
         if self.check_deadline is None:
             return None
         left = self.budget.left()
@@ -206,7 +208,8 @@ class FixClock:
         self.checked += 1
         now = time.monotonic()
         if retry:
-            return now + floor if left >= 2 * CHECK_FLOOR_SECONDS else None
+            wait = CHECK_FLOOR_SECONDS * 2**longer
+            return now + wait if left >= 2 * wait else None
         return max(self.check_deadline, now + floor)
 
 
