@@ -153,6 +153,25 @@ def test_a_required_rate_is_still_measured_in_calls_sized_to_the_limit():
     assert max(calls[2:]) <= 3, calls
 
 
+def test_a_pipeline_of_slow_batches_is_pulled_in_chunks_sized_to_the_limit():
+    """Issue 30: one batch of a video pipeline takes seconds; under a time limit the warm-up
+    stops at the limit and the timed chunks are sized to it (one batch first), not the
+    fixed `warmup` and `chunk` counts that held a repeat for minutes."""
+    pulled: list[int] = []
+
+    def slow(i):
+        time.sleep(0.5)
+        pulled.append(int(i))
+        return i
+
+    ds = tf.data.Dataset.range(1000).map(lambda i: tf.numpy_function(slow, [i], tf.int64))
+    probe = pipeline_probe("slow", ds.batch(1), batches=30, warmup=5, chunk=7, time_limit=1.0)
+    run = probe()
+    assert run.examples == run.batches >= 1
+    assert run.batches <= 3, run  # not the chunk of 7
+    assert len(pulled) <= 8, pulled  # warm-up cut at the limit (was 5 + 7 = 12 batches)
+
+
 def test_leading_dim_of_ragged_and_sparse_batches_counts_rows():
     ragged = tf.ragged.constant([[1, 2, 3], [4], [5, 6]])  # 6 flat values, 3 rows
     assert leading_dim(({"tags": ragged}, tf.zeros([3]))) == 3

@@ -214,7 +214,9 @@ def startup_seconds() -> float:
     command itself (run in another program's process, a test's: 0)."""
     from tfperf.doctor.probes.budget import process_seconds
 
-    return process_seconds() if Path(sys.argv[0]).name == "tfperf" else 0.0
+    argv0 = Path(sys.argv[0])
+    own = argv0.name == "tfperf" or argv0.parts[-3:] == ("tfperf", "cli", "main.py")
+    return process_seconds() if own else 0.0
 
 
 ALLOWABLE = ("precision", "batch")

@@ -150,13 +150,20 @@ def pipeline_probe(
     def run_once() -> Run:
         it = iter(ds)
         try:
-            consume(it, tf.constant(max(1, warmup)))  # traces; buffers fill; not timed
+            _warm_up(consume, it, warmup, time_limit)  # traces; buffers fill; not timed
             examples = pulled = 0
+            # Under a time limit the first chunk is one batch, the next sized to what is left
+            # of the limit: one batch of a slow pipeline (video frames) can take seconds.
+            step = chunk if time_limit is None else 1
             with _Timer() as t:
                 start = time.perf_counter()
                 while _more(pulled, batches, time.perf_counter() - start, min_seconds, time_limit):
-                    examples += int(consume(it, tf.constant(chunk)))
-                    pulled += chunk
+                    examples += int(consume(it, tf.constant(step)))
+                    pulled += step
+                    if time_limit is not None:
+                        elapsed = time.perf_counter() - start
+                        fits = (time_limit - elapsed) / max(1e-9, elapsed / pulled)
+                        step = max(1, min(chunk, int(fits)))
         except tf.errors.OutOfRangeError:
             raise UserError(f"{name}: the dataset is empty") from None
         finally:
@@ -164,6 +171,21 @@ def pipeline_probe(
         return Run(t.seconds, pulled, examples, t.cpu)
 
     return Probe(name, run_once)
+
+
+def _warm_up(consume: Any, it: Any, warmup: int, time_limit: float | None) -> None:
+    """`warmup` batches pulled untimed: in one call, or under a time limit one at a time
+    until the limit has passed (at least one)."""
+    import tensorflow as tf
+
+    if time_limit is None:
+        consume(it, tf.constant(max(1, warmup)))
+        return
+    start = time.perf_counter()
+    for _ in range(max(1, warmup)):
+        consume(it, tf.constant(1))
+        if time.perf_counter() - start > time_limit:
+            return
 
 
 class TooSlow(Exception):
