@@ -156,3 +156,20 @@ def test_sample_weights_and_names_tensorflow_refuses_through_the_api():
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)], name="m<x>")
     with pytest.raises(tfperf.UserError, match=r"model is named 'm<x>'.*refuses as a scope"):
         tfperf.diagnose(weighted, model, overrides=FAST)
+
+
+def test_a_first_element_slower_than_the_budget_is_an_error_not_a_hang():
+    """Issue 30: optimize pulls one element to learn the batch size when the graph does not
+    say it; an element slower than the whole budget is abandoned with an error."""
+    import time
+
+    def late():
+        time.sleep(30)
+        yield np.zeros((4, 3), np.float32), np.zeros(4, np.float32)
+
+    spec = (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None,), tf.float32))
+    ds = tf.data.Dataset.from_generator(late, output_signature=spec)
+    start = time.monotonic()
+    with pytest.raises(tfperf.UserError, match="first element: .*abandoned"):
+        tfperf.optimize(ds, None, budget_s=3)
+    assert time.monotonic() - start < 20  # not the 30 s of the element

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,10 @@ from tfperf.doctor.probes import handed, step_fn
 from tfperf.doctor.probes.budget import (
     DOCTOR_SECONDS,
     FIX_SECONDS,
+    Abandoned,
     Budget,
     abandoned_as_error,
+    run_within,
 )
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
@@ -184,7 +187,7 @@ def diagnose(
         convert=convert,
     )
     with _progress(kw, kw.budget_s or DOCTOR_SECONDS) as (budget, show):
-        with _session(dataset, model, kw) as (cfg, ds):
+        with _session(dataset, model, kw, budget) as (cfg, ds):
             with abandoned_as_error(budget, "tfperf.diagnose"):
                 diag = diagnose_run(
                     cfg,
@@ -236,7 +239,7 @@ def optimize(
         convert=convert,
     )
     total = kw.budget_s or FIX_SECONDS
-    with _progress(kw, total) as (budget, show), _session(dataset, model, kw) as (cfg, ds):
+    with _progress(kw, total) as (budget, show), _session(dataset, model, kw, budget) as (cfg, ds):
         # The diagnosis takes at most a third of the budget (and DOCTOR_SECONDS), as --fix.
         part = budget.part(min(DOCTOR_SECONDS, total / 3))
         with abandoned_as_error(budget, "tfperf.optimize"):
@@ -291,9 +294,19 @@ def doctor_settings(budget_s: float | None) -> dict[str, Any]:
     }
 
 
+def _first_rows(ds: tf.data.Dataset, budget: Budget) -> int:
+    """Examples in the first element, pulled within the budget (a first element slower
+    than the whole budget is a UserError, not a hang)."""
+    try:
+        first = run_within(lambda: next(iter(ds)), budget.hard_end - time.monotonic(), "batch")
+    except Abandoned as exc:
+        raise UserError(f"tfperf: the dataset's first element: {exc}") from None
+    return leading_dim(first)
+
+
 @contextlib.contextmanager
 def _session(
-    dataset: tf.data.Dataset, model: keras.Model | str | None, kw: Keywords
+    dataset: tf.data.Dataset, model: keras.Model | str | None, kw: Keywords, budget: Budget
 ) -> Iterator[tuple[RunConfig, tf.data.Dataset]]:
     """(a run file standing for the keywords, the dataset as (features, labels)); a handed
     model is registered meanwhile and its weights are restored after."""
@@ -312,7 +325,7 @@ def _session(
             f"sample_weight) batches; the dataset yields {cut(str(spec))}: pass label='NAME' "
             "for dict elements, or map it to (features, labels)"
         )
-    batch = kw.batch_size or lint.read_graph(ds).batch_size or leading_dim(next(iter(ds)))
+    batch = kw.batch_size or lint.read_graph(ds).batch_size or _first_rows(ds, budget)
     data: dict[str, Any] = {
         "pipeline": {"batch_size": int(batch)},
         "train": {"precision": kw.precision},
