@@ -289,6 +289,23 @@ def test_a_repeat_slower_than_the_budget_left_is_abandoned_not_waited_for():
     assert isinstance(Abandoned("x", 1.0), OutOfTime)  # reported as not measured
     assert "slow" not in budget.so_far()
 
+    # A later repeat abandoned is dropped: the measured one stands (a required rate of the
+    # diagnosis measured in its first round must not turn into an error in its second).
+    calls: list[int] = []
+
+    def first_fast() -> Run:
+        calls.append(1)
+        if len(calls) > 1:
+            time.sleep(20)
+        return Run(1.0, 1, 10)
+
+    again = Budget(2.0)
+    twice = again.watch(Probe("twice", first_fast), required=True)
+    assert twice().examples == 10
+    again.end = again.hard_end = time.monotonic() + 0.5
+    assert twice().seconds == 0.0  # abandoned: no time, no pair for compare
+    assert again.so_far()["twice"]["repeats"] == 1
+
     def failing() -> Run:
         raise ValueError("in the probe")
 
