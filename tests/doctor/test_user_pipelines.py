@@ -27,7 +27,7 @@ from helpers.user_pipelines import cases
 # The smallest doctor that still times every probe twice; no compute what-ifs.
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
 GUARD_BYTES = 3 * 2**30  # the guarded doctor process is killed beyond this RSS
-GUARD_SECONDS = 150  # doctor budget (--budget 30) plus TensorFlow's start-up, with slack
+GUARD_SECONDS = 150  # doctor budget (--budget 60) plus TensorFlow's start-up, with slack
 # Cases today's doctor gets wrong: what it says instead (measured; see the report).
 TODAY_WRONG: dict[str, str] = {}
 
@@ -96,7 +96,7 @@ def doctor_in_process(run: Path) -> dict[str, Any]:
 def doctor_guarded(run: Path) -> dict[str, Any]:
     """`tfperf doctor RUN --json` in its own process, killed beyond GUARD_BYTES of RSS or
     GUARD_SECONDS; a killed doctor is an AssertionError saying how far it got."""
-    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), "--json", "--budget", "30"]
+    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), "--json", "--budget", "60"]
     # One timed repeat: its flaw is a RAM risk, which the rules rank before every timed finding
     # (rules/registry.py), so no timing decides what comes first; each repeat refills the
     # capped 10,000-element buffer (a third of this process's CPU).

@@ -84,7 +84,7 @@ def test_optimize_moves_a_shuffle_of_decoded_examples_before_the_decode():
 
     ds = tf.data.Dataset.range(2000).map(decode).shuffle(500).batch(8)  # 128 MiB of buffer
     fast, report = tfperf.optimize(
-        ds, None, budget_s=5, overrides=["doctor.steps=4", "doctor.warmup=1"]
+        ds, None, budget_s=20, overrides=["doctor.steps=4", "doctor.warmup=1"]
     )
     codes = [f.code for f in report.diagnosis.findings]
     assert "shuffle_after_decode" in codes, codes
