@@ -11,15 +11,21 @@ from typing import Any
 import numpy as np
 
 
-def write_jpegs(root: Path, classes: list[str], per_class: int, seed: int = 0) -> None:
-    """`root/<class>/<i>.jpg`: smooth random pictures of varied sizes (as photos are)."""
+def write_jpegs(
+    root: Path, classes: list[str], per_class: int, seed: int = 0, large: bool = False
+) -> None:
+    """`root/<class>/<i>.jpg`: smooth random pictures of varied sizes (as photos are): about
+    100x80 pixels, or with `large` about 400x300 (a photo collection's usual size)."""
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
     for c, name in enumerate(classes):
         (root / name).mkdir(parents=True, exist_ok=True)
         for i in range(per_class):
-            h, w = int(rng.integers(60, 100)), int(rng.integers(70, 110))
+            if large:
+                h, w = int(rng.integers(240, 360)), int(rng.integers(320, 500))
+            else:
+                h, w = int(rng.integers(60, 100)), int(rng.integers(70, 110))
             image = picture(rng, h, w, tint=c)
             (root / name / f"{c}_{i}.jpg").write_bytes(tf.io.encode_jpeg(image).numpy())
 
@@ -70,3 +76,36 @@ def float32_view(ds: Any) -> Any:
         )
 
     return ds.map(cast)
+
+
+def count(size: str, small: int, full: int) -> int:
+    """How many examples a case writes at `size` ("small" for the tests, "full" for its
+    original's size)."""
+    if size not in ("small", "full"):
+        raise ValueError(f"size {size!r}: 'small' or 'full'")
+    return full if size == "full" else small
+
+
+def write_tfrecords(path_pattern: str, examples: Any, shards: int) -> None:
+    """Serialized tf.train.Examples (an iterable of dicts name -> list of int, float, bytes
+    or str) into `shards` TFRecord files named path_pattern % (shard, shards), round
+    robin."""
+    import tensorflow as tf
+
+    def feature(values: Any) -> Any:
+        values = list(values)
+        if values and isinstance(values[0], (bytes, str)):
+            data = [v.encode() if isinstance(v, str) else v for v in values]
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=data))
+        if values and isinstance(values[0], (float, np.floating)):
+            return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    writers = [tf.io.TFRecordWriter(path_pattern % (s, shards)) for s in range(shards)]
+    try:
+        for i, ex in enumerate(examples):
+            features = tf.train.Features(feature={k: feature(v) for k, v in ex.items()})
+            writers[i % shards].write(tf.train.Example(features=features).SerializeToString())
+    finally:
+        for w in writers:
+            w.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ._shared import picture
+from ._shared import count, picture
 
 FLOWERS = "standin_tf_flowers"
 PETS = "standin_oxford_iiit_pet"
@@ -21,7 +21,7 @@ class StandinTfFlowers(tfds.core.GeneratorBasedBuilder):
     """tf_flowers' features: an image of any size and one of 5 labels; one 'train' split."""
 
     VERSION = tfds.core.Version("3.0.1")
-    EXAMPLES = 60
+    SIZE = "small"  # or "full": the original's number of examples
 
     def _info(self) -> tfds.core.DatasetInfo:
         features = tfds.features.FeaturesDict(
@@ -36,8 +36,11 @@ class StandinTfFlowers(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         rng = np.random.default_rng(1)
-        for i in range(self.EXAMPLES):
-            h, w = int(rng.integers(50, 90)), int(rng.integers(60, 100))
+        for i in range(count(self.SIZE, 60, 3_670)):
+            if self.SIZE == "full":
+                h, w = int(rng.integers(240, 360)), int(rng.integers(320, 500))
+            else:
+                h, w = int(rng.integers(50, 90)), int(rng.integers(60, 100))
             yield i, {"image": picture(rng, h, w, tint=i % 5), "label": i % 5}
 
 
@@ -46,6 +49,7 @@ class StandinOxfordIiitPet(tfds.core.GeneratorBasedBuilder):
     pixel), label; 'train' and 'test'."""
 
     VERSION = tfds.core.Version("3.2.0")
+    SIZE = "small"
 
     def _info(self) -> tfds.core.DatasetInfo:
         features = tfds.features.FeaturesDict(
@@ -58,12 +62,18 @@ class StandinOxfordIiitPet(tfds.core.GeneratorBasedBuilder):
         return tfds.core.DatasetInfo(builder=self, features=features)
 
     def _split_generators(self, dl_manager):  # noqa: ARG002
-        return {"train": self._generate_examples(48, 2), "test": self._generate_examples(8, 3)}
+        return {
+            "train": self._generate_examples(count(self.SIZE, 48, 3_680), 2),
+            "test": self._generate_examples(count(self.SIZE, 8, 3_669), 3),
+        }
 
     def _generate_examples(self, n: int, seed: int):
         rng = np.random.default_rng(seed)
         for i in range(n):
-            h, w = int(rng.integers(60, 100)), int(rng.integers(60, 100))
+            if self.SIZE == "full":
+                h, w = int(rng.integers(240, 400)), int(rng.integers(240, 400))
+            else:
+                h, w = int(rng.integers(60, 100)), int(rng.integers(60, 100))
             mask = np.ones((h, w, 1), np.uint8)
             mask[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4] = 2  # the pet
             mask[h // 4, w // 4 : 3 * w // 4] = 3  # its outline
@@ -77,6 +87,7 @@ class StandinMnist(tfds.core.GeneratorBasedBuilder):
     """mnist's features: a 28x28x1 image and one of 10 labels; 'train' and 'test'."""
 
     VERSION = tfds.core.Version("3.0.1")
+    SIZE = "small"
 
     def _info(self) -> tfds.core.DatasetInfo:
         features = tfds.features.FeaturesDict(
@@ -90,7 +101,10 @@ class StandinMnist(tfds.core.GeneratorBasedBuilder):
         )
 
     def _split_generators(self, dl_manager):  # noqa: ARG002
-        return {"train": self._generate_examples(512, 4), "test": self._generate_examples(64, 5)}
+        return {
+            "train": self._generate_examples(count(self.SIZE, 512, 60_000), 4),
+            "test": self._generate_examples(count(self.SIZE, 64, 10_000), 5),
+        }
 
     def _generate_examples(self, n: int, seed: int):
         rng = np.random.default_rng(seed)
@@ -108,6 +122,12 @@ for _builder in (StandinTfFlowers, StandinOxfordIiitPet, StandinMnist):
 BUILDERS = {FLOWERS: StandinTfFlowers, PETS: StandinOxfordIiitPet, MNIST: StandinMnist}
 
 
-def prepare(name: str, data_dir: Path) -> None:
-    """Builds the stand-in `name` into `data_dir` (what tfds.load would download)."""
-    BUILDERS[name](data_dir=str(data_dir)).download_and_prepare()
+def prepare(name: str, data_dir: Path, size: str = "small") -> None:
+    """Builds the stand-in `name` into `data_dir` (what tfds.load would download), with the
+    original's number of examples at size "full"."""
+    builder = BUILDERS[name]
+    builder.SIZE = size
+    try:
+        builder(data_dir=str(data_dir)).download_and_prepare()
+    finally:
+        builder.SIZE = "small"

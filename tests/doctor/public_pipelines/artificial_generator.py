@@ -33,7 +33,11 @@ NUM_SAMPLES = 24
 SHARDS = 4
 
 
-def make_data(dir: str) -> None:
+# ArtificialDataset generates its 3 samples itself: there is no data to scale.
+FULL = 3
+
+
+def make_data(dir: str, size: str = "small") -> None:
     (Path(dir) / "README").write_text("ArtificialDataset generates its samples\n")
 
 

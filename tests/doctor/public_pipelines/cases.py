@@ -5,7 +5,10 @@
     FLAW         what the published pipeline does slowly (what the doctor should find)
     TWIN         what the hand-tuned twin changes
     BATCH_SIZE   the batch size the source trains with (or a smaller one, said so)
-    make_data(dir)               writes small stand-in data into `dir`
+    FULL         how many examples (images, rows, clips, windows) the original's data has,
+                 or the part of it written at size "full" (the docstring says which)
+    make_data(dir, size)         writes stand-in data into `dir`: size "small" (the test
+                                 suite's) or "full" (FULL examples, the original's size)
     original(dir, batch_size)    the pipeline as published: (features, labels) batches
     tuned(dir, batch_size)       the hand-tuned twin: the same multiset of examples
     model()                      a small compiled Keras model the source trains on it
@@ -13,7 +16,8 @@
 and optionally SAME_KWARGS (keyword arguments of both pipelines for the same-examples check,
 e.g. augmentation off), LIMIT (examples compared, for a pipeline that repeats forever) and
 comparable(ds) (a view of either pipeline in which their examples compare, e.g. padding
-stripped). `make(case, root)` writes a case's data once under `root`.
+stripped). `make(case, root, size)` writes a case's data once under `root` (full-size data
+in its own folder, `root/full/NAME`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+# Ported from training code outside tensorflow/docs and the books (issue 30, section 5).
+NEW = [
+    "transformer_bucketing",
+]
 
 NAMES = [
     # images from folders (JPEG) and from TFDS' TFRecords
@@ -54,10 +63,17 @@ NAMES = [
     "fashion_mnist_d2l",
     "artificial_generator",
     "video_frames",
+    # training code outside the tutorials and books
+    *NEW,
 ]
 
 # Kinds of data the corpus must cover (issue 19, section 4).
 KINDS = ("JPEG", "TFRecord", "CSV", "text", "WAV", "time series", "numpy", "generator", "video")
+# Kinds of training code the newer cases must cover (issue 30, section 5); each is said in
+# the case's KIND.
+NEW_KINDS = ("detection", "segmentation", "packing", "bucketing", "two views", "spectrogram")
+NEW_KINDS += ("recommendation",)
+SIZES = ("small", "full")
 
 
 @dataclass(frozen=True)
@@ -93,12 +109,14 @@ CASES = [load(n) for n in NAMES]
 BY_NAME = {c.name: c for c in CASES}
 
 
-def make(case: Case, root: Path) -> str:
-    """The case's data folder under `root`, written on first use (a `.done` file marks a
-    complete one)."""
-    folder = Path(root) / case.name
+def make(case: Case, root: Path, size: str = "small") -> str:
+    """The case's data folder under `root` (`root/NAME`, or `root/full/NAME` at size
+    "full"), written on first use (a `.done` file marks a complete one)."""
+    if size not in SIZES:
+        raise ValueError(f"size {size!r}: one of {SIZES}")
+    folder = Path(root) / case.name if size == "small" else Path(root) / "full" / case.name
     if not (folder / ".done").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        case.make_data(str(folder))
+        case.make_data(str(folder), size=size)
         (folder / ".done").write_text("")
     return str(folder)

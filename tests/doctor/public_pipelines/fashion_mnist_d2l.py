@@ -22,6 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ._shared import count
+
 SOURCE = (
     "d2l-ai/d2l-en chapter_linear-networks/image-classification-dataset.md "
     "(Dive into Deep Learning: The Image Classification Dataset)"
@@ -33,12 +35,17 @@ BATCH_SIZE = 32
 RESIZE = 64
 
 
-def make_data(dir: str) -> None:
+# Fashion-MNIST's training images.
+FULL = 60000
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(14)
+    n = count(size, 512, FULL)
     np.savez(
         Path(dir) / "fashion-mnist.npz",
-        x_train=rng.integers(0, 256, size=(512, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, size=512, dtype=np.uint8),
+        x_train=rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8),
+        y_train=rng.integers(0, 10, size=n, dtype=np.uint8),
     )
 
 

@@ -23,6 +23,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ._shared import count
+
 SOURCE = (
     "ageron/handson-ml3 13_loading_and_preprocessing_data.ipynb "
     "(Hands-On ML 3rd ed., ch. 13: Loading and Preprocessing Data)"
@@ -44,12 +46,17 @@ def _paths(dir: str) -> list[str]:
     return [f"{name}.tfrecord-{i:05d}-of-{N_SHARDS:05d}" for i in range(N_SHARDS)]
 
 
-def make_data(dir: str) -> None:
+# Fashion-MNIST's training images.
+FULL = 60000
+
+
+def make_data(dir: str, size: str = "small") -> None:
     from tensorflow.train import BytesList, Example, Feature, Features, Int64List
 
     rng = np.random.default_rng(5)
-    images = rng.integers(0, 256, size=(600, 28, 28), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=600)
+    n = count(size, 600, FULL)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=n)
     with ExitStack() as stack:
         writers = [stack.enter_context(tf.io.TFRecordWriter(p)) for p in _paths(dir)]
         for index, (image, label) in enumerate(zip(images, labels, strict=True)):

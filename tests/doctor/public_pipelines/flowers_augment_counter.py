@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .flowers_augment_layers import _load, make_data  # noqa: F401
+from .flowers_augment_layers import FULL, _load, make_data  # noqa: F401
 from .flowers_keras_utility import model  # noqa: F401  (the same CNN, 180x180 inputs)
 
 SOURCE = "tensorflow/docs site/en/tutorials/images/data_augmentation.ipynb (Data augmentation)"

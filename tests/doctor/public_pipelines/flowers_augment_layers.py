@@ -33,10 +33,14 @@ SAME_KWARGS = {"augment": False}
 IMG_SIZE = 180
 
 
-def make_data(dir: str) -> None:
+# tf_flowers' 3,670 images.
+FULL = 3_670
+
+
+def make_data(dir: str, size: str = "small") -> None:
     from . import _tfds
 
-    _tfds.prepare(_tfds.FLOWERS, dir)
+    _tfds.prepare(_tfds.FLOWERS, dir, size)
 
 
 def _load(dir: str) -> tf.data.Dataset:

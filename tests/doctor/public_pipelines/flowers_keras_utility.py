@@ -20,7 +20,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from ._shared import write_jpegs
+from ._shared import count, write_jpegs
 
 SOURCE = "tensorflow/docs site/en/tutorials/load_data/images.ipynb (Load and preprocess images)"
 FORMAT = "JPEG folders (one per class)"
@@ -31,8 +31,14 @@ CLASSES = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 IMG = 180
 
 
-def make_data(dir: str) -> None:
-    write_jpegs(Path(dir) / "flower_photos", CLASSES, per_class=10, seed=1)
+# flower_photos' 3,670 JPEGs (about 734 a class, most near 320x240 to 500x333 pixels).
+FULL = 3_670
+
+
+def make_data(dir: str, size: str = "small") -> None:
+    per_class = count(size, 10, FULL // len(CLASSES))
+    large = size == "full"
+    write_jpegs(Path(dir) / "flower_photos", CLASSES, per_class, seed=1, large=large)
 
 
 def _utility(dir: str, batch_size: int | None) -> tf.data.Dataset:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from ._shared import write_jpegs
+from ._shared import count, write_jpegs
 from .flowers_keras_utility import CLASSES, model  # noqa: F401  (the same tutorial's CNN)
 
 SOURCE = "tensorflow/docs site/en/tutorials/load_data/images.ipynb (Load and preprocess images)"
@@ -34,8 +34,14 @@ SAME_KWARGS = {"val_fraction": 0.0}
 img_height = img_width = 180
 
 
-def make_data(dir: str) -> None:
-    write_jpegs(Path(dir) / "flower_photos", CLASSES, per_class=10, seed=2)
+# flower_photos' 3,670 JPEGs (about 734 a class, most near 320x240 to 500x333 pixels).
+FULL = 3_670
+
+
+def make_data(dir: str, size: str = "small") -> None:
+    per_class = count(size, 10, FULL // len(CLASSES))
+    large = size == "full"
+    write_jpegs(Path(dir) / "flower_photos", CLASSES, per_class, seed=2, large=large)
 
 
 def original(dir: str, batch_size: int = BATCH_SIZE, val_fraction: float = 0.2):

@@ -22,6 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ._shared import count
+
 SOURCE = (
     "ageron/handson-ml3 13_loading_and_preprocessing_data.ipynb "
     "(Hands-On ML 3rd ed., ch. 13: Loading and Preprocessing Data)"
@@ -38,11 +40,16 @@ def _train_filepaths(dir: str) -> list[str]:
     return sorted(str(p) for p in (Path(dir) / "housing").glob("my_train_*.csv"))
 
 
-def make_data(dir: str) -> None:
+# California housing's training rows in the book's split (of 20,640).
+FULL = 11610
+
+
+def make_data(dir: str, size: str = "small") -> None:
     housing_dir = Path(dir) / "housing"
     housing_dir.mkdir(parents=True)
     rng = np.random.default_rng(8)
-    data = np.c_[rng.normal(3.0, 1.5, (1000, n_inputs)), rng.uniform(0.5, 5.0, (1000, 1))]
+    n = count(size, 1000, FULL)
+    data = np.c_[rng.normal(3.0, 1.5, (n, n_inputs)), rng.uniform(0.5, 5.0, (n, 1))]
     for file_idx, row_indices in enumerate(np.array_split(np.arange(len(data)), 20)):
         with open(housing_dir / f"my_train_{file_idx:02d}.csv", "w") as f:
             f.write(HEADER + ",MedianHouseValue\n")

@@ -25,6 +25,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ._shared import count
+
 SOURCE = "tensorflow/docs site/en/tutorials/load_data/text.ipynb (Load text, 2020 version)"
 FORMAT = "text files (one example per line)"
 FLAW = "tf.py_function Python tokenizer per line, sequential; per-line label maps"
@@ -38,12 +40,16 @@ WORDS = "the and of to his he with in son achilles ships gods troy hector spear"
 _ENCODERS: dict[str, object] = {}
 
 
-def make_data(dir: str) -> None:
+# The three translations' lines (cowper, derby, butler), about 16,500 a file.
+FULL = 49608
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(11)
     for i, name in enumerate(FILE_NAMES):
         lines = [
             " ".join(rng.choice(WORDS + [f"w{i}"], size=int(rng.integers(3, 12))))
-            for _ in range(200)
+            for _ in range(count(size, 200, FULL // 3))
         ]
         (Path(dir) / name).write_text("\n".join(lines) + "\n")
 

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import picture
+from ._shared import count, picture
 
 SOURCE = (
     "tensorflow/models official/legacy/image_classification/resnet/imagenet_preprocessing.py "
@@ -49,17 +49,30 @@ CHANNEL_MEANS = [_R_MEAN, _G_MEAN, _B_MEAN]
 _RESIZE_MIN = 256
 
 
+# ImageNet's training set is 1.28M JPEGs of about 400x350 pixels in 1,024 shards; "full"
+# writes 20,000 such JPEGs in 16 shards (a 64th: writing all of them would take hours).
+FULL = 20_000
+
+
 def _filenames(dir: str) -> list[str]:
+    paths = sorted(Path(dir).glob("train-*-of-*"))
+    if paths:
+        return [str(p) for p in paths]
     return [str(Path(dir) / f"train-{i:05d}-of-00004") for i in range(4)]
 
 
-def make_data(dir: str) -> None:
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(6)
     n = 0
-    for path in _filenames(dir):
+    shards = count(size, 4, 16)
+    paths = [str(Path(dir) / f"train-{i:05d}-of-{shards:05d}") for i in range(shards)]
+    for path in paths:
         with tf.io.TFRecordWriter(path) as w:
-            for _ in range(LIMIT // 4):
-                h, w_ = int(rng.integers(100, 140)), int(rng.integers(120, 160))
+            for _ in range(count(size, LIMIT, FULL) // shards):
+                if size == "full":
+                    h, w_ = int(rng.integers(300, 400)), int(rng.integers(350, 500))
+                else:
+                    h, w_ = int(rng.integers(100, 140)), int(rng.integers(120, 160))
                 jpeg = tf.io.encode_jpeg(picture(rng, h, w_, tint=n)).numpy()
                 box = sorted(rng.uniform(0, 1, 2)), sorted(rng.uniform(0, 1, 2))
                 f = {

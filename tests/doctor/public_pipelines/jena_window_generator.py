@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import read_csv
+from ._shared import count, read_csv
 
 SOURCE = (
     "tensorflow/docs site/en/tutorials/structured_data/time_series.ipynb (Time series forecasting)"
@@ -41,11 +41,15 @@ COLUMNS += ["VPact (mbar)", "VPdef (mbar)", "sh (g/kg)", "H2OC (mmol/mol)"]
 COLUMNS += ["rho (g/m**3)", "wv (m/s)", "max. wv (m/s)", "wd (deg)"]
 
 
-def make_data(dir: str) -> None:
+# jena_climate_2009_2016.csv's 420,551 rows (every 10 minutes, 2009-2016).
+FULL = 420_551
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(16)
     t0 = datetime.datetime(2009, 1, 1, 0, 10)
     lines = ["Date Time," + ",".join(COLUMNS)]
-    for i in range(6 * 700):
+    for i in range(count(size, 6 * 700, FULL)):
         when = t0 + datetime.timedelta(minutes=10 * i)
         values = rng.normal(10, 3, len(COLUMNS))
         values[-3:] = [abs(values[-3]), abs(values[-2]), rng.uniform(0, 360)]

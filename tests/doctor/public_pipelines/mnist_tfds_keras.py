@@ -26,10 +26,14 @@ TWIN = "cache uint8, normalize per batch"
 BATCH_SIZE = 128
 
 
-def make_data(dir: str) -> None:
+# mnist's 60,000 training images (and 10,000 test images).
+FULL = 60_000
+
+
+def make_data(dir: str, size: str = "small") -> None:
     from . import _tfds
 
-    _tfds.prepare(_tfds.MNIST, dir)
+    _tfds.prepare(_tfds.MNIST, dir, size)
 
 
 def _load(dir: str):

@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import read_csv
+from ._shared import count, read_csv
 
 SOURCE = (
     "tensorflow/docs site/en/tutorials/structured_data/preprocessing_layers.ipynb "
@@ -50,7 +50,11 @@ STRINGS = {
 _SPLITS: dict[str, dict[str, np.ndarray]] = {}
 
 
-def make_data(dir: str) -> None:
+# petfinder-mini.csv's rows.
+FULL = 11537
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(9)
     names = ["Type", "Age", "Breed1", "Gender", "Color1", "Color2", "MaturitySize"]
     names += ["FurLength", "Vaccinated", "Sterilized", "Health", "Fee", "Description"]
@@ -58,7 +62,7 @@ def make_data(dir: str) -> None:
     folder = Path(dir) / "datasets" / "petfinder-mini"
     folder.mkdir(parents=True)
     lines = [",".join(names)]
-    for _ in range(1200):
+    for _ in range(count(size, 1200, FULL)):
         row = {k: str(rng.choice(v)) for k, v in STRINGS.items()}
         row.update(
             Age=str(rng.integers(1, 60)),

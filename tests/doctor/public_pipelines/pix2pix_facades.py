@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import picture
+from ._shared import count, picture
 
 SOURCE = "tensorflow/docs site/en/tutorials/generative/pix2pix.ipynb (pix2pix)"
 FORMAT = "JPEG files (two 256x256 images side by side)"
@@ -36,11 +36,15 @@ BUFFER_SIZE = 400
 IMG_WIDTH = IMG_HEIGHT = 256
 
 
-def make_data(dir: str) -> None:
+# CMP Facades' training pairs.
+FULL = 400
+
+
+def make_data(dir: str, size: str = "small") -> None:
     train = Path(dir) / "facades" / "train"
     train.mkdir(parents=True)
     rng = np.random.default_rng(3)
-    for i in range(12):
+    for i in range(count(size, 12, FULL)):
         image = picture(rng, IMG_HEIGHT, 2 * IMG_WIDTH, tint=i)
         (train / f"{i + 1}.jpg").write_bytes(tf.io.encode_jpeg(image).numpy())
 

@@ -38,11 +38,16 @@ seq_length = 56
 DAY_TYPES = ["A", "U", "W"]
 
 
-def make_data(dir: str) -> None:
+# The CTA file's daily rows, 2001-01-01 to 2021-11-30 (the book slices 2016-2018 from it).
+FULL = 7_639
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(13)
-    day = datetime.date(2015, 12, 1)
+    day = datetime.date(2015, 12, 1) if size == "small" else datetime.date(2001, 1, 1)
+    last = datetime.date(2019, 1, 31) if size == "small" else datetime.date(2021, 11, 30)
     lines = ["service_date,day_type,bus,rail_boardings,total_rides"]
-    while day <= datetime.date(2019, 1, 31):
+    while day <= last:
         weekend = day.weekday() >= 5
         day_type = "A" if day.weekday() == 5 else "U" if weekend else "W"
         bus = int(rng.normal(500_000 if weekend else 800_000, 30_000))

@@ -24,6 +24,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ._shared import count
+
 SOURCE = (
     "ageron/handson-ml3 16_nlp_with_rnns_and_attention.ipynb "
     "(Hands-On ML 3rd ed., ch. 16: Natural Language Processing with RNNs and Attention)"
@@ -38,9 +40,13 @@ length = 100
 _ENCODED: dict[str, np.ndarray] = {}
 
 
-def make_data(dir: str) -> None:
+# tinyshakespeare's characters.
+FULL = 1115394
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(17)
-    text = "".join(rng.choice(list(CHARS), size=3000))
+    text = "".join(rng.choice(list(CHARS), size=count(size, 3000, FULL)))
     (Path(dir) / "shakespeare.txt").write_text(CHARS + text)
 
 

@@ -26,6 +26,8 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
+from ._shared import count
+
 SOURCE = (
     "tensorflow/docs site/en/tutorials/audio/simple_audio.ipynb "
     "(Simple audio recognition, 2021 version)"
@@ -39,12 +41,16 @@ COMMANDS = ["down", "go", "left", "no", "right", "stop", "up", "yes"]
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def make_data(dir: str) -> None:
+# mini_speech_commands' clips (1,000 per command).
+FULL = 8000
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(12)
     data_dir = Path(dir) / "data" / "mini_speech_commands"
     for c, command in enumerate(COMMANDS):
         (data_dir / command).mkdir(parents=True)
-        for i in range(6):
+        for i in range(count(size, 6, FULL // len(COMMANDS))):
             n = 16000 if i % 3 else int(rng.integers(9000, 16000))  # some clips are short
             t = np.arange(n) / 16000
             wave = 0.3 * np.sin(2 * np.pi * (200 + 60 * c) * t) + 0.05 * rng.standard_normal(n)

@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
+from ._shared import count
+
 SOURCE = "tensorflow/docs site/en/tutorials/load_data/text.ipynb (Load text)"
 FORMAT = "text files in class folders"
 FLAW = "sequential TextVectorization map after cache().prefetch(), no prefetch after it"
@@ -35,12 +37,16 @@ WORDS = "how do i sort a list in my code when the function returns null string a
 _VECTORIZERS: dict[str, layers.TextVectorization] = {}
 
 
-def make_data(dir: str) -> None:
+# The Stack Overflow set's training files (2,000 per tag).
+FULL = 8000
+
+
+def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(10)
     for t, tag in enumerate(TAGS):
         folder = Path(dir) / "train" / tag
         folder.mkdir(parents=True)
-        for i in range(24):
+        for i in range(count(size, 24, FULL // len(TAGS))):
             words = rng.choice(WORDS + [tag] * 3, size=int(rng.integers(8, 60)))
             (folder / f"{t}{i}.txt").write_text(" ".join(words) + "\n")
 

@@ -22,6 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ._shared import count
+
 SOURCE = (
     "tensorflow/docs site/en/tutorials/load_data/tfrecord.ipynb (TFRecord and tf.train.Example)"
 )
@@ -51,8 +53,12 @@ def _float_feature(value):
     return tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
 
 
-def make_data(dir: str) -> None:
-    n_observations = 1000
+# The tutorial's n_observations (int(1e4)).
+FULL = 10000
+
+
+def make_data(dir: str, size: str = "small") -> None:
+    n_observations = count(size, 1000, FULL)
     rng = np.random.default_rng(4)
     feature0 = rng.choice([False, True], n_observations)
     feature1 = rng.integers(0, 5, n_observations)
