@@ -30,6 +30,7 @@ from typing import Any
 
 # Ported from training code outside tensorflow/docs and the books (issue 30, section 5).
 NEW = [
+    "yolov3_voc_ragged",
     "movielens_ondevice_rec",
     "dcase_log_mel",
     "deeplab_voc_segmentation",
