@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from tfperf.util.startup import without_gc_passes
+from tfperf.util.startup import lean_tensorflow_import
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Every xdist worker imports TensorFlow while collecting: here, without the garbage
 # collector's passes and frozen after (util.startup: ~10% of the import's CPU, and later
 # full collections skip its objects). Not in the controller, which runs no test.
 if "PYTEST_XDIST_WORKER" in os.environ:
-    with without_gc_passes():
+    with lean_tensorflow_import():
         import tensorflow  # noqa: F401
 # tests/ on the subprocesses' path too (pyproject's pytest `pythonpath` puts it on this
 # process's): a `tfperf` child imports what its run file names, e.g.

@@ -23,8 +23,8 @@ TFPERF = str(Path(sys.executable).with_name("tfperf"))
 # A client in its own process: an op placed on the server's task, run there.
 CLIENT = """
 import sys
-from tfperf.util.startup import without_gc_passes
-with without_gc_passes():  # the import's CPU only (util/startup.py)
+from tfperf.util.startup import lean_tensorflow_import
+with lean_tensorflow_import():  # the import's CPU only (util/startup.py)
     import tensorflow as tf
 tf.config.experimental_connect_to_host(sys.argv[1], job_name="worker")
 with tf.device("/job:worker/replica:0/task:0/device:CPU:0"):

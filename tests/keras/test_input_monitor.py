@@ -136,8 +136,8 @@ def test_an_unwrapped_dataset_still_logs_steps_and_says_how_to_see_the_wait():
 
 MIRRORED = """
 import io, sys, time
-from tfperf.util.startup import without_gc_passes
-with without_gc_passes():  # the import's CPU only (util/startup.py)
+from tfperf.util.startup import lean_tensorflow_import
+with lean_tensorflow_import():  # the import's CPU only (util/startup.py)
     import numpy as np, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tfperf.errors import UserError
-from tfperf.util.startup import without_gc_passes
+from tfperf.util.startup import lean_tensorflow_import
 
 console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -151,7 +151,7 @@ class _FilteredLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         module.__spec__.loader = module.__loader__ = self._loader  # the real one from now on
-        with tensorflow_startup_filtered(), without_gc_passes():
+        with tensorflow_startup_filtered(), lean_tensorflow_import():
             self._loader.exec_module(module)
 
 

@@ -27,7 +27,7 @@ from tfperf.train.checkpoints.folder import run_dirs
 from tfperf.train.checkpoints.save import CheckpointHook
 from tfperf.train.eval_outputs import last_record
 from tfperf.util.format import shell_command
-from tfperf.util.startup import without_gc_passes
+from tfperf.util.startup import lean_tensorflow_import
 
 MODULE = "tfperf.train.evaluator_process"  # what the child runs (`python -m MODULE`)
 # Seconds the trainer waits, after a normal end, for the evaluator to finish the last
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the CPU only: never compete with training
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # The watcher (and TensorFlow with it) is imported after the GPUs are hidden.
-    with without_gc_passes():
+    with lean_tensorflow_import():
         from tfperf.train.evaluator import console
         from tfperf.train.watch import watch
 
