@@ -168,13 +168,15 @@ def train_probe(
     time_limit: float | None = None,
     steps_per_call: int | None = None,
     give_up: bool = False,
+    runner: StepRunner | None = None,
 ) -> Probe:
     """The real train step fed by `ds`: examples/s and the time it waited for input
     (`time_limit`: seconds per repeat; `steps_per_call`: steps per compiled call, default
-    doctor.steps; `give_up`: a what-if whose one step exceeds the limit raises TooSlow)."""
+    doctor.steps; `give_up`: a what-if whose one step exceeds the limit raises TooSlow;
+    `runner`: the steps to time, by default the target's own)."""
     return training_probe(
         name,
-        target.run_steps,
+        runner or target.run_steps,
         ds,
         steps=steps_per_call or d.steps,
         warmup=d.warmup,
@@ -194,20 +196,12 @@ def compute_probe(
     steps_per_call: int | None = None,
     give_up: bool = False,
 ) -> Probe:
-    """The compute limit: the same train step fed the first batch of `ds` from memory."""
-    if target.run_cached is not None:
-        return training_probe(
-            name,
-            target.run_cached,
-            cached_batch(ds),
-            steps=steps_per_call or d.steps,
-            warmup=d.warmup,
-            examples_per_step=target.batch,
-            min_seconds=d.min_seconds,
-            time_limit=time_limit,
-            give_up=give_up,
-        )
-    return train_probe(name, target, cached_batch(ds), d, time_limit, steps_per_call, give_up)
+    """The compute limit: the same train step fed the first batch of `ds` from memory (by
+    the target's own cached runner where it has one)."""
+    batch = cached_batch(ds)
+    return train_probe(
+        name, target, batch, d, time_limit, steps_per_call, give_up, runner=target.run_cached
+    )
 
 
 def fixed_steps_per_call(cfg: RunConfig) -> int | None:
