@@ -17,7 +17,10 @@ Flaw: a shuffle of 100 preprocessed 513x513 float samples (a 100 MB buffer) afte
 per-example work; two maps at a fixed parallelism of 4; the decode branches on the format;
 the whole image is rescaled before the crop throws most of it away.
 Twin: the serialized records shuffled (the same buffer size), one fused parallel map
-(decode_jpeg/decode_png, the same preprocessing), batch, prefetch(AUTOTUNE).
+(decode_jpeg/decode_png; the scale, pad and crop as one crop_and_resize of the 513x513
+window per tensor, the window beyond the scaled image extrapolated with the pad values, the
+same random draws; at scale 1 the pad and a slice, as the original), the flip; batch,
+prefetch(AUTOTUNE).
 Compared: with augment=False (scale 1, the crop at the top left, no flip) and one epoch,
 ignoring order.
 """
@@ -36,7 +39,7 @@ SOURCE = "tensorflow/models research/deeplab/datasets/data_generator.py (DeepLab
 FORMAT = "TFRecord of tf.train.Example (JPEG image, PNG segmentation mask)"
 KIND = "segmentation"
 FLAW = "parse and preprocess in two maps of 4, shuffle(100) of 513x513 samples after them"
-TWIN = "shuffle records first, one fused parallel map, batch, prefetch"
+TWIN = "shuffle records first, one parallel map: scale+pad+crop as one crop_and_resize"
 BATCH_SIZE = 8
 SAME_KWARGS = {"augment": False, "repeat": False}
 # PASCAL VOC 2012 augmented training set (train_aug): 10,582 images of about 500x375.
@@ -256,6 +259,64 @@ def original(
 
 
 # ---- the hand-tuned twin --------------------------------------------------------------------
+def _crop_scaled(image, label, augment=True):
+    """preprocess_image_and_label's scale, pad and crop in one crop_and_resize per tensor:
+    only the 513x513 window is interpolated (with align_corners' sampling grid), and the
+    window's part beyond the scaled image takes the pad value (the mean pixel, the ignore
+    label) as extrapolation. The scale and the offsets are drawn as the original draws
+    them; the flip follows."""
+    shape = tf.shape(image)
+    h, w = shape[0], shape[1]
+    scale = get_random_scale(MIN_SCALE, MAX_SCALE, SCALE_STEP) if augment else 1.0
+    hs = tf.cast(tf.cast(h, tf.float32) * scale, tf.int32)
+    ws = tf.cast(tf.cast(w, tf.float32) * scale, tf.int32)
+    if augment:
+        oy = tf.random.uniform([], maxval=tf.maximum(hs, CROP[0]) - CROP[0] + 1, dtype=tf.int32)
+        ox = tf.random.uniform([], maxval=tf.maximum(ws, CROP[1]) - CROP[1] + 1, dtype=tf.int32)
+    else:
+        oy = ox = tf.constant(0)
+    # scaled pixel p samples the source at p * (h - 1) / (hs - 1) (align_corners); the
+    # source gets one row and column of the pad value, so that rounding just past its last
+    # pixel still reads it (crop_and_resize extrapolates beyond h - 1 exactly)
+    fy = tf.cast(h - 1, tf.float32) / tf.cast(tf.maximum(hs - 1, 1), tf.float32)
+    fx = tf.cast(w - 1, tf.float32) / tf.cast(tf.maximum(ws - 1, 1), tf.float32)
+    oy, ox = tf.cast(oy, tf.float32), tf.cast(ox, tf.float32)
+    hp, wp = tf.cast(h, tf.float32), tf.cast(w, tf.float32)  # the padded source's last index
+    box = tf.stack(
+        [oy * fy / hp, ox * fx / wp, (oy + CROP[0] - 1) * fy / hp, (ox + CROP[1] - 1) * fx / wp]
+    )[None]
+
+    def crop(t, method, pad):
+        t = tf.pad(tf.cast(t, tf.float32) - pad, [[0, 1], [0, 1], [0, 0]]) + pad
+        return tf.image.crop_and_resize(
+            t[None], box, [0], CROP, method=method, extrapolation_value=pad
+        )[0]
+
+    def unscaled(t, pad):  # scale 1: no interpolation, the pad and a slice
+        t = tf.cast(t, tf.float32)
+        th, tw = tf.maximum(h, CROP[0]), tf.maximum(w, CROP[1])
+        t = pad_to_bounding_box(t, 0, 0, th, tw, pad)
+        return _crop(t, tf.cast(oy, tf.int32), tf.cast(ox, tf.int32), CROP[0], CROP[1])
+
+    same = tf.logical_and(tf.equal(hs, h), tf.equal(ws, w))
+    image = tf.cond(
+        same,
+        lambda: unscaled(image, MEAN_PIXEL[0]),
+        lambda: crop(image, "bilinear", MEAN_PIXEL[0]),
+    )
+    label = tf.cond(
+        same,
+        lambda: unscaled(label, float(IGNORE_LABEL)),
+        lambda: crop(label, "nearest", float(IGNORE_LABEL)),
+    )
+    image.set_shape(CROP + [3])
+    label = tf.cast(label, tf.int32)
+    label.set_shape(CROP + [1])
+    if augment:
+        image, label, _ = flip_dim([image, label], _PROB_OF_FLIP, dim=1)
+    return image, label
+
+
 def tuned(
     dir: str, batch_size: int = BATCH_SIZE, augment: bool = True, repeat: bool = True
 ) -> tf.data.Dataset:
@@ -263,8 +324,7 @@ def tuned(
         f = tf.io.parse_single_example(record, FEATURES)
         image = tf.image.decode_jpeg(f["image/encoded"], channels=3)
         label = tf.image.decode_png(f["image/segmentation/class/encoded"], channels=1)
-        _, image, label = preprocess_image_and_label(image, label, CROP[0], CROP[1], augment)
-        return image, label
+        return _crop_scaled(image, label, augment)
 
     ds = tf.data.TFRecordDataset(_files(dir), num_parallel_reads=tf.data.AUTOTUNE)
     ds = ds.shuffle(100).repeat(None if repeat else 1)
