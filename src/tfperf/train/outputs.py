@@ -291,6 +291,8 @@ def pair_labels(
         )
 
     if n == 1:
+        if not needed[0]:
+            return [None]  # nothing reads the labels (the doctor's stand-in): any structure
         if isinstance(labels, dict):
             if len(labels) == 1:
                 return [next(iter(labels))]
@@ -371,7 +373,10 @@ def bind(
             f"{wanted.loss_where}: expected a loss for at least one of the outputs "
             f"{[n for n in names if n]}, found {wanted.loss!r}"
         )
-    needed = [bool(h.checked) for h in heads]
+    # An objective marked `reads_labels = False` (the doctor's stand-in loss) pairs with any.
+    needed = [
+        any(getattr(getattr(o, "fn", o), "reads_labels", True) for o in h.checked) for h in heads
+    ]
     for head, label_key in zip(
         heads, pair_labels(names, needed, labels, out, batch, fix), strict=True
     ):

@@ -76,3 +76,15 @@ def test_the_stand_in_reads_only_the_batch_size():
     assert loss.shape == (3,)
     history = model.fit(tf.data.Dataset.from_tensors((features, tf.zeros([3]))), verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_without_a_model_labels_of_any_structure_are_diagnosed():
+    # Detection-style labels: one target per scale, of different shapes, and a dict beside
+    # them. The stand-in reads none of them: no "outputs do not pair with the labels".
+    import tfperf
+
+    x = np.zeros((64, 4), np.float32)
+    labels = (np.zeros((64, 2, 3), np.float32), np.zeros((64, 5), np.float32), np.zeros(64))
+    ds = tf.data.Dataset.from_tensor_slices((x, (labels, {"k": np.arange(64)}))).batch(8)
+    diag = tfperf.diagnose(ds, None, budget_s=10)
+    assert diag.verdict, diag
