@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
             DOCTOR_SECONDS,
             FIX_SECONDS,
             Budget,
-            abandoned_as_error,
+            progress_text,
         )
         from tfperf.doctor.report.render import render_diagnosis, render_fix
 
@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
         with spinner as bar:
 
             def show(label: str, left: float) -> None:
-                bar.update(description=f"measuring {label}", info=f"{left:,.0f} s left")
+                bar.update(description=progress_text(label), info=f"{left:,.0f} s left")
 
             # Start-up counts (Python, TensorFlow, the run file): the budget is the wall time.
             budget = Budget(max(1.0, total - startup_seconds()), on_probe=show)
@@ -188,11 +188,12 @@ def register(app: typer.Typer) -> None:
                 with ctrl_c_noted():
                     # The diagnosis takes at most DOCTOR_SECONDS of a --fix budget.
                     part = min(DOCTOR_SECONDS, total / 3) if fix else total
-                    with abandoned_as_error(budget, "tfperf doctor"):
-                        tick = lambda _: bar.advance(1)  # noqa: E731
-                        diag = diagnose(cfg, tick=tick, budget=budget.part(part))
+                    tick = lambda _: bar.advance(1)  # noqa: E731
+                    diag = diagnose(cfg, tick=tick, budget=budget.part(part))
                     result = None
-                    if fix:
+                    # A repeat that outlasted the whole budget left no time for a trial:
+                    # the diagnosis says which rate is not measured.
+                    if fix and not budget.abandoned:
                         written = Path(out) if out else default_output(runfile, cfg)
                         tick = lambda _: bar.advance(1)  # noqa: E731
                         result = fix_pipeline(cfg, diag, out=written, tick=tick, budget=budget)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +24,12 @@ from tfperf.doctor.graph import lint
 from tfperf.doctor.probes import handed, step_fn
 from tfperf.doctor.probes.budget import (
     DOCTOR_SECONDS,
+    FIRST_ELEMENT,
     FIX_SECONDS,
     Abandoned,
     Budget,
-    abandoned_as_error,
-    run_within,
+    first_within,
+    progress_text,
 )
 from tfperf.errors import UserError
 from tfperf.measure import leading_dim
@@ -124,6 +124,13 @@ class Keywords:
     convert: Callable[[Any], Any] | None = None
 
 
+def _keywords(args: dict[str, Any]) -> Keywords:
+    """The Keywords among a public function's arguments (its `locals()`)."""
+    names = Keywords.__dataclass_fields__
+    kw = {k: v for k, v in args.items() if k in names}
+    return Keywords(**kw | {"overrides": tuple(kw.get("overrides", ()))})
+
+
 KEYWORDS_DOC = """
     Keywords (each inferred when left out):
       step: instead of a model, any callable that takes one batch and does one training
@@ -173,29 +180,12 @@ def diagnose(
     if isinstance(dataset, RunConfig):
         budget = Budget(budget_s) if budget_s is not None else None
         return diagnose_run(dataset, tick=tick, budget=budget, compute_variants=compute_variants)
-    kw = Keywords(
-        batch_size=batch_size,
-        loss=loss,
-        precision=precision,
-        label=label,
-        ram_budget_mb=ram_budget_mb,
-        budget_s=budget_s,
-        overrides=tuple(overrides),
-        progress=progress,
-        target=target,
-        step=step,
-        convert=convert,
-    )
+    kw = _keywords(locals())
     with _progress(kw, kw.budget_s or DOCTOR_SECONDS) as (budget, show):
         with _session(dataset, model, kw, budget) as (cfg, ds):
-            with abandoned_as_error(budget, "tfperf.diagnose"):
-                diag = diagnose_run(
-                    cfg,
-                    dataset=ds,
-                    tick=tick or show,
-                    budget=budget,
-                    compute_variants=compute_variants,
-                )
+            diag = diagnose_run(
+                cfg, dataset=ds, tick=tick or show, budget=budget, compute_variants=compute_variants
+            )
     diag.source = "tf.data.Dataset"
     return diag
 
@@ -225,27 +215,20 @@ def optimize(
     timed beside the original. It is never slower: when nothing helps, `dataset` itself
     comes back and the report says so. With `label`, dict elements are split into
     (features, labels), the returned ones too."""
-    kw = Keywords(
-        batch_size=batch_size,
-        loss=loss,
-        precision=precision,
-        label=label,
-        ram_budget_mb=ram_budget_mb,
-        budget_s=budget_s,
-        overrides=tuple(overrides),
-        progress=progress,
-        target=target,
-        step=step,
-        convert=convert,
-    )
+    kw = _keywords(locals())
     total = kw.budget_s or FIX_SECONDS
     with _progress(kw, total) as (budget, show), _session(dataset, model, kw, budget) as (cfg, ds):
         # The diagnosis takes at most a third of the budget (and DOCTOR_SECONDS), as --fix.
         part = budget.part(min(DOCTOR_SECONDS, total / 3))
-        with abandoned_as_error(budget, "tfperf.optimize"):
-            diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=part)
+        diag = diagnose_run(cfg, dataset=ds, tick=tick or show, budget=part)
         diag.source = "tf.data.Dataset"
-        result = fix_dataset(cfg, diag, ds, tick=tick or show, train_changes=False, budget=budget)
+        if budget.abandoned:
+            # A repeat outlasted the whole budget: no time is left for a trial.
+            result = FixResult(0.0, 0.0, [], [], dataset=dataset)
+        else:
+            result = fix_dataset(
+                cfg, diag, ds, tick=tick or show, train_changes=False, budget=budget
+            )
         result.compile_kwargs = compile_kwargs(diag, cfg.doctor.steps)
         result.withheld = withheld(cfg, diag, run_file=False)
     return result.dataset, OptimizeReport(diag, result)
@@ -273,7 +256,7 @@ def _progress(kw: Keywords, seconds: float) -> Iterator[tuple[Budget, Tick]]:
     with progress_bar("measuring", unit="measurements", enabled=shown, transient=True) as bar:
 
         def on_probe(label: str, left: float) -> None:
-            bar.update(description=f"measuring {label}", info=f"{left:,.0f} s left")
+            bar.update(description=progress_text(label), info=f"{left:,.0f} s left")
 
         yield Budget(seconds, on_probe=on_probe), lambda _: bar.advance(1)
 
@@ -295,13 +278,13 @@ def doctor_settings(budget_s: float | None) -> dict[str, Any]:
 
 
 def _first_rows(ds: tf.data.Dataset, budget: Budget) -> int:
-    """Examples in the first element, pulled within the budget (a first element slower
-    than the whole budget is a UserError, not a hang)."""
+    """Examples in the first element, pulled within the budget; 1 for one slower than the
+    whole budget (abandoned and recorded in it: the diagnosis then says "not measured",
+    without pulling it again)."""
     try:
-        first = run_within(lambda: next(iter(ds)), budget.hard_end - time.monotonic(), "batch")
-    except Abandoned as exc:
-        raise UserError(f"tfperf: the dataset's first element: {exc}") from None
-    return leading_dim(first)
+        return leading_dim(first_within(ds, budget, FIRST_ELEMENT)())
+    except Abandoned:
+        return 1
 
 
 @contextlib.contextmanager

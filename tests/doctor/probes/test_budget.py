@@ -281,13 +281,26 @@ def test_a_repeat_slower_than_the_budget_left_is_abandoned_not_waited_for():
     budget; the repeat runs in a thread and is abandoned at the budget's end (required:
     plus GRACE of it)."""
     budget = Budget(1.0)
-    slow = Probe("slow", lambda: (time.sleep(20), Run(1.0, 1, 1))[1])
+    pulls: list[int] = []
+    slow = Probe("slow", lambda: (pulls.append(1), time.sleep(20), Run(1.0, 1, 1))[2])
     start = time.monotonic()
-    with pytest.raises(Abandoned, match="'slow' was still running after 1 s"):
-        budget.watch(slow, required=True)()
+    # A required rate is not an error: an empty run, and why in `abandoned` (its row).
+    watched = budget.watch(slow, required=True)
+    assert watched().seconds == 0.0
+    assert "'slow' was still running after 1 s" in budget.abandoned["slow"]
     assert time.monotonic() - start < 10  # not the 20 s of the repeat
+    assert watched().seconds == 0.0 and pulls == [1]  # later rounds start no second pull
     assert isinstance(Abandoned("x", 1.0), OutOfTime)  # reported as not measured
     assert "slow" not in budget.so_far()
+    # One not required raises, for the caller to report it as not measured.
+    with pytest.raises(Abandoned, match="'late' was still running"):
+        Budget(0.5).watch(Probe("late", lambda: (time.sleep(20), Run(1.0, 1, 1))[1]))()
+    # Past the hard end a required probe starts no thread at all.
+    over = Budget(1.0)
+    over.end = over.hard_end = time.monotonic() - 1
+    none = over.watch(Probe("none", lambda: pulls.append(2) or Run(1.0, 1, 1)), required=True)
+    assert none().seconds == 0.0
+    assert over.abandoned["none"].startswith("not measured") and pulls == [1]
 
     # A later repeat abandoned is dropped: the measured one stands (a required rate of the
     # diagnosis measured in its first round must not turn into an error in its second).
@@ -356,3 +369,28 @@ def test_a_ctrl_c_swallowed_after_the_last_repeat_still_ends_the_run():
         except KeyboardInterrupt:
             pass  # swallowed, and no repeat comes after it: leaving the block raises it
     assert not INTERRUPTED.is_set()
+
+
+def test_the_first_element_is_pulled_within_the_budget_and_once():
+    """Issue 30: the pull that learns the batch size (and the model's real batch) had no
+    deadline; one slower than the budget is abandoned, recorded, and not pulled again."""
+    import tensorflow as tf
+
+    from tfperf.doctor.probes.budget import FIRST_ELEMENT, first_within
+
+    fast = first_within(tf.data.Dataset.range(3).batch(2), Budget(30.0))
+    assert list(fast()) == [0, 1] and fast() is fast()  # pulled once, kept
+
+    def late(x: tf.Tensor) -> tf.Tensor:
+        return tf.py_function(lambda v: (time.sleep(30), v)[1], [x], tf.int64)
+
+    budget = Budget(1.0)
+    start = time.monotonic()
+    sample = first_within(tf.data.Dataset.range(3).map(late), budget)
+    with pytest.raises(Abandoned, match="still running"):
+        sample()
+    assert time.monotonic() - start < 15  # not the 30 s of the element
+    assert FIRST_ELEMENT in budget.abandoned
+    again = first_within(tf.data.Dataset.range(3), budget)  # another copy: not pulled again
+    with pytest.raises(Abandoned, match="still running"):
+        again()

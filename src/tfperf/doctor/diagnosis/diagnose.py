@@ -37,7 +37,7 @@ from tfperf.doctor.evidence.evidence import (
     TRAINING_VARIANTS,
     Evidence,
 )
-from tfperf.doctor.evidence.findings import Diagnosis
+from tfperf.doctor.evidence.findings import Diagnosis, Finding
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.probes.bounded import (
@@ -46,7 +46,7 @@ from tfperf.doctor.probes.bounded import (
     cache_findings,
     ram_budget_bytes,
 )
-from tfperf.doctor.probes.budget import DOCTOR_SECONDS, Budget
+from tfperf.doctor.probes.budget import DOCTOR_SECONDS, Abandoned, Budget, first_within
 from tfperf.doctor.probes.generator_sample import sample_size, with_generator_sample
 from tfperf.doctor.probes.target import (
     StepTarget,
@@ -71,7 +71,6 @@ from tfperf.measure import (
     side_by_side,
 )
 from tfperf.observe.feed import verdict_for, verdict_range
-from tfperf.train.run_input import first_of
 from tfperf.util.format import number
 
 if TYPE_CHECKING:
@@ -185,6 +184,59 @@ def inconsistency(pipeline: Measurement, compute: Measurement, training: Measure
     return " and ".join(faster) + " beyond their spreads" + why
 
 
+REQUIRED = ("pipeline", "compute limit", "training")  # the three rates every verdict needs
+NOT_MEASURED = "not measured"  # how a verdict lacking one of them starts
+
+
+def _timed(m: Measurement) -> bool:
+    """Whether `m` has a repeat that timed something (an abandoned one is an empty Run)."""
+    return any(r.seconds > 0 for r in m.runs)
+
+
+def drawn_without(missing: list[str], pipeline: Measurement, compute: Measurement) -> str:
+    """The verdict when rates in `missing` were abandoned at the budget's end: which, and
+    what the two others say when only training is missing (the slower one sets the pace)."""
+    head = f"{NOT_MEASURED} ({', '.join(missing)}: a repeat outlasted the time budget)"
+    if missing != ["training"]:
+        return head
+    alone, limit = pipeline.examples_per_s.median, compute.examples_per_s.median
+    side = "the input" if alone < limit else "the model's step"
+    return (
+        f"{head}; from the two measured, {side} sets the pace: the pipeline alone gives "
+        f"{number(alone)} examples/s, the compute limit {number(limit)}"
+    )
+
+
+def pipeline_first(ranked: list[Finding]) -> list[Finding]:
+    """`ranked` with the compute findings after all others, each side in its order: with a
+    target the pipeline alone misses, the model's step on this host is not the accelerator
+    the target stands for, and only the pipeline's own rate brings training to it."""
+    return sorted(ranked, key=lambda f: f.kind == "compute")  # stable: ranks kept within
+
+
+def not_measured(cfg: RunConfig, graph: lint.DatasetGraph, why: str, budget: Budget) -> Diagnosis:
+    """The diagnosis of a pipeline whose first element outlasted the whole budget: every
+    rate a row "not measured", the reason in the verdict and the notes, no findings."""
+    empty = [Measurement(name) for name in REQUIRED]
+    return Diagnosis(
+        source=cfg.data.pipeline or cfg.source or "run file",
+        model=cfg.model.name or "model",
+        batch_size=graph.batch_size or cfg.pipeline.batch_size,
+        precision=cfg.train.precision,
+        pipeline=empty[0],
+        compute=empty[1],
+        training=empty[2],
+        stages=[],
+        slowest_stage=None,
+        verdict=f"{NOT_MEASURED} (pipeline, compute limit, training: its first element "
+        "outlasted the time budget)",
+        findings=[],
+        notes=[f"{name}: {why}" for name in REQUIRED]
+        + [f"give a larger budget (budget_s, --budget) than {budget.seconds:.0f} s"],
+        target=cfg.doctor.target,
+    )
+
+
 def _note(name: str, exc: Exception) -> str:
     return f"{name}: not measured ({type(exc).__name__}: {str(exc)[:160]})"
 
@@ -249,11 +301,17 @@ def diagnose(
     graph = lint.read_graph(original)
     capped = bounded(original, graph, ram_budget_bytes(cfg))
     ds = capped.dataset
-    batch = real_batch(ds)  # what the pipeline yields, whatever batch_size says
+    # The first element is pulled once, within the budget: one slower than all of it is a
+    # diagnosis that says so, not a hang.
+    sample = first_within(ds, budget)
+    try:
+        batch = real_batch(ds, sample)  # what the pipeline yields, whatever batch_size says
+        target = build_target(cfg, ds.element_spec, batch, sample=sample)
+    except Abandoned as exc:
+        return not_measured(cfg, graph, f"the pipeline's first element: {exc}", budget)
     errors: dict[str, Exception] = {}
     # The train step pulls inside the graph: a finite pipeline must not run dry mid-call.
     train_ds = repeat_if_finite(ds)
-    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
     # The what-ifs get a quarter of the time when there are any.
     share = 0.75 if compute_variants and d.what_ifs else 0.9
     seconds = budget.left() * share
@@ -277,6 +335,12 @@ def diagnose(
     inconsistent = inconsistency(pipeline, compute, training)
     # No verdict is drawn from a measurement that contradicts itself.
     verdict = INCONSISTENT if inconsistent else verdict_for(training.input_bound_fraction)
+    # A rate whose first repeat outlasted the budget (a slow element, a loaded host) is a
+    # row "not measured", and the verdict says which rate it lacked.
+    missing = [n for n in REQUIRED if n in budget.abandoned and not _timed(measured[n])]
+    if missing:
+        verdict = drawn_without(missing, pipeline, compute)
+        inconsistent = None
     what_ifs = what_if_probes(
         cfg,
         graph=capped.graph,
@@ -295,7 +359,8 @@ def diagnose(
     variants = {n: m.examples_per_s.median for n, m in measured_ifs.items() if n not in errors}
     paired = _paired(measured_ifs, errors, PAIRED_COMPUTE, COMPUTE_VARIANTS, compute, variants)
     paired |= _paired(measured_ifs, errors, PAIRED_TRAINING, TRAINING_VARIANTS, training, variants)
-    notes = [_note(n, exc) for n, exc in errors.items() if not n.startswith("stage ")]
+    notes = [f"{n}: {budget.abandoned[n]}" for n in missing]
+    notes += [_note(n, exc) for n, exc in errors.items() if not n.startswith("stage ")]
     notes += capped.notes
     if served:
         notes.append(SERVICE_NOTE)
@@ -329,11 +394,16 @@ def diagnose(
         rewritten=rewritten_costs(measured, errors),
         slower=slower,
     )
-    ranked, ties = ranked_with_ties(evidence)
-    findings = cache_findings(capped, evidence.budget) + ranked
+    # The rules judge measured rates: none are drawn from a rate that was not measured.
+    ranked, ties = ranked_with_ties(evidence) if not missing else ([], [])
+    if missing:
+        notes.append("no findings: the rules judge the three rates, and not all were measured")
     on_target = d.target is not None and pipeline.examples_per_s.median < d.target
+    if on_target:
+        ranked = pipeline_first(ranked)
+    findings = cache_findings(capped, evidence.budget) + ranked
     fractions = training.input_bound_fractions
-    boundary = None if inconsistent else verdict_range(fractions)
+    boundary = None if inconsistent or missing else verdict_range(fractions)
     # Input advice is dropped only when every repeat says not input-bound: a verdict near
     # the boundary kept it in one run and dropped it in the next.
     if verdict == "not input-bound" and boundary is None and not on_target:
@@ -365,6 +435,6 @@ def diagnose(
         target=d.target,
         slowest_stages=slowest_labels,
         unattributed=remainder(stages, pipeline),
-        verdict_range=(None if inconsistent else verdict_range(training.input_bound_fractions)),
+        verdict_range=boundary,
         inconsistent=inconsistent,
     )

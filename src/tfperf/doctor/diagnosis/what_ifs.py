@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tfperf.config import RunConfig
 from tfperf.doctor.evidence.evidence import (
@@ -177,13 +177,14 @@ def _training_at(name: str, cfg: RunConfig, batch: int, limit: float | None = No
     return train_probe(name, target, ds, cfg.doctor, limit, give_up=True)
 
 
-def real_batch(ds: tf.data.Dataset) -> int:
+def real_batch(ds: tf.data.Dataset, sample: Callable[[], Any] | None = None) -> int:
     """Examples per element of `ds`: the leading dimension of its elements (from the spec
-    when static, else of the first element)."""
+    when static, else of the first element: `sample()` when given, which may bound the
+    pull in time)."""
     import tensorflow as tf
 
     first = tf.nest.flatten(ds.element_spec)[0]
     shape = getattr(first, "shape", None)
     if shape is not None and shape.rank and shape[0] is not None:
         return int(shape[0])
-    return leading_dim(next(iter(ds)))
+    return leading_dim(sample() if sample is not None else next(iter(ds)))

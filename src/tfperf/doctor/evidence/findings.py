@@ -105,6 +105,8 @@ def rate_json(m: Measurement) -> dict[str, Any]:
 def rate_text(m: Measurement) -> str:
     """'1,234 (1,100-1,300)': the median examples/s with its repeats' min-max."""
     rate = m.examples_per_s
+    if not any(r.seconds > 0 for r in m.runs):  # abandoned at the budget's end, or none
+        return "not measured"
     if number(rate.min) == number(rate.max):
         return number(rate.median)
     return f"{number(rate.median)} ({number(rate.min)}-{number(rate.max)})"
@@ -199,6 +201,8 @@ class Diagnosis:
         rates = f"the pipeline alone gives {alone:,.0f} examples/s, the model takes {limit:,.0f}"
         if self.inconsistent:
             return f"{self.verdict_text}; {rates}; measure again on a quieter host"
+        if self.verdict.startswith("not measured"):  # a rate abandoned at the budget's end
+            return f"verdict: {self.verdict}; {rates} (0: not measured); give a larger budget"
         if self.verdict == "not input-bound":
             side = "work on the model's step (the input keeps up)"
         elif alone < limit:

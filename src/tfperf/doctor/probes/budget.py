@@ -8,13 +8,11 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
-from tfperf.errors import UserError
 from tfperf.measure import Measurement, Probe, Run
 
 DOCTOR_SECONDS = 90.0  # `tfperf doctor` by default
@@ -38,12 +36,19 @@ class Abandoned(OutOfTime):
     """A repeat still running at its hard deadline: left to end in a background thread (a
     compiled pull cannot be cut), its result dropped."""
 
-    def __init__(self, name: str, seconds: float):
+    def __init__(self, name: str, seconds: float, text: str | None = None):
         Exception.__init__(
             self,
-            f"{NOT_MEASURED}: one repeat of '{name}' was still running after {seconds:.0f} s "
+            text
+            or f"{NOT_MEASURED}: one repeat of '{name}' was still running after {seconds:.0f} s "
             "(an element slower than the budget left) and was abandoned",
         )
+
+
+def progress_text(label: str) -> str:
+    """What the progress display says for `label`: "checking X" (a candidate's rewrite and
+    its multiset check) as it is, a probe or trial as "measuring X"."""
+    return label if label.startswith("checking ") else f"measuring {label}"
 
 
 def process_seconds() -> float:
@@ -90,6 +95,9 @@ class Budget:
         self.hard_end = self.end + GRACE * seconds
         self.on_probe = on_probe
         self.measured: dict[str, Measurement] = {}
+        # Required rates abandoned in their first round: name -> why (a "not measured" row,
+        # never an error; shared with parts, as `measured`).
+        self.abandoned: dict[str, str] = {}
 
     def left(self) -> float:
         return max(0.0, self.end - time.monotonic())
@@ -99,6 +107,7 @@ class Budget:
         record of measurements."""
         sub = Budget(min(seconds, self.left()), self.on_probe)
         sub.measured = self.measured
+        sub.abandoned = self.abandoned
         sub.hard_end = self.hard_end
         return sub
 
@@ -111,24 +120,43 @@ class Budget:
         """`probe`, shown on the progress display before each repeat and recorded after it.
         Past `until` (a time.monotonic() deadline, default this budget's end) a probe not
         `required` raises OutOfTime instead of running. A repeat still running at the end
-        of this budget (a required one: at `hard_end`) is abandoned (Abandoned)."""
+        of this budget is abandoned (Abandoned); a required one at `hard_end`, and when it
+        had no run yet it is recorded in `abandoned` and times nothing from then on (a
+        "not measured" row, never an error: its later rounds return an empty Run)."""
         deadline = self.end if until is None else until
         runs: list[Run] = []  # a probe measured once is not dropped later: rounds stop on their own
+        gone: list[str] = []  # why this probe was abandoned before its first run
 
         def run_once() -> Run:
             if INTERRUPTED.is_set():
                 raise KeyboardInterrupt
+            if gone:
+                return Run(0.0, 0, 0)  # no second thread on a pull that outlasted the budget
             if not required and not runs and time.monotonic() > deadline:
                 raise OutOfTime(self.seconds)
             if self.on_probe is not None:
                 self.on_probe(probe.name, self.left())
             # An element slower than the time left must not hold the call past its budget.
             hard = self.hard_end if required else min(self.end, self.hard_end)
+            if hard <= time.monotonic():  # past the hard end: no thread started at all
+                if runs:
+                    return Run(0.0, 0, 0)
+                if not required:
+                    raise OutOfTime(self.seconds)
+                gone.append(
+                    f"{NOT_MEASURED}: no time was left for '{probe.name}' (an earlier repeat "
+                    "outlasted the budget)"
+                )
+                self.abandoned[probe.name] = gone[0]
+                return Run(0.0, 0, 0)
             try:
                 run = run_within(probe, hard - time.monotonic(), probe.name)
-            except Abandoned:
+            except Abandoned as exc:
                 if not runs:
-                    raise
+                    if not required:
+                        raise
+                    gone.append(str(exc))
+                    self.abandoned[probe.name] = gone[0]
                 return Run(0.0, 0, 0)  # a later repeat dropped (no time, no pair): the first stand
             runs.append(run)
             self.measured.setdefault(probe.name, Measurement(probe.name)).runs.append(run)
@@ -145,22 +173,28 @@ class Budget:
         }
 
 
-@contextmanager
-def abandoned_as_error(budget: Budget, what: str) -> Iterator[None]:
-    """A rate the diagnosis cannot do without (the pipeline, the compute limit, training)
-    abandoned at the budget's end becomes a UserError saying so and what was measured,
-    not a traceback."""
-    try:
-        yield
-    except Abandoned as exc:
-        so_far = "; ".join(
-            f"{name}: {m['examples_per_s']:,} examples/s" for name, m in budget.so_far().items()
-        )
-        raise UserError(
-            f"{what}: {exc}, at the end of its {budget.seconds:.0f} s budget; measured so far: "
-            f"{so_far or 'nothing'}. Each of the three rates needs a warm-up and a few timed "
-            "batches: give a larger budget (budget_s, --budget) or fewer doctor.steps"
-        ) from None
+FIRST_ELEMENT = "first element"  # the name a first pull is recorded under in `abandoned`
+
+
+def first_within(ds: Any, budget: Budget, what: str = FIRST_ELEMENT) -> Callable[[], Any]:
+    """sample() -> `ds`'s first element (None when empty), pulled once, in a thread, until
+    the budget's hard end: an element slower than the budget left raises Abandoned (the
+    caller reports it as not measured) instead of holding the call."""
+    box: list[Any] = []
+
+    def sample() -> Any:
+        if what in budget.abandoned:  # pulled before and abandoned: no second thread
+            raise Abandoned(what, 0.0, budget.abandoned[what])
+        if not box:
+            pull = lambda: next(iter(ds.take(1)), None)  # noqa: E731
+            try:
+                box.append(run_within(pull, budget.hard_end - time.monotonic(), what))
+            except Abandoned as exc:
+                budget.abandoned[what] = str(exc)
+                raise
+        return box[0]
+
+    return sample
 
 
 @dataclass
@@ -180,14 +214,18 @@ class FixClock:
 
     def next_trial(self) -> float | None:
         """Seconds for the next trial's timed rounds: an equal share of what is left, at
-        least MIN_TRIAL_SECONDS (the most promising candidates come first); None once what
-        is left must go to the final check (which costs about as much as a trial)."""
+        least MIN_TRIAL_SECONDS (the most promising candidates come first, and the first
+        gets at least TOP_TRIAL_SHARE of what is left); None once what is left must go to
+        the final check (which costs about as much as a trial)."""
         now = time.monotonic()
+        first = not self.started
         if self.started:
             self.dearest = max(self.dearest, now - self.started)
         self.started = now
         left = self.budget.left()
         share = left / (self.trials_left + 1)
+        if first:  # the top candidate (best first): a build, a check and a trial on a slow host
+            share = max(share, TOP_TRIAL_SHARE * left)
         self.trials_left = max(0, self.trials_left - 1)
         if left < 2 * max(MIN_TRIAL_SECONDS, self.dearest):
             return None
@@ -224,6 +262,7 @@ FIX_CLOCK: ContextVar[FixClock | None] = ContextVar("tfperf_fix_clock", default=
 MIN_TRIAL_SECONDS = 2.0  # a trial with less time than this is reported as not measured
 CHECK_FLOOR_SECONDS = 3.0  # a multiset check's least time (its passes build their iterators)
 TOP_CHECK_SHARE = 0.1  # of the whole budget, reserved for the top candidate's check
+TOP_TRIAL_SHARE = 0.25  # of what is left, the top candidate's trial at least
 
 
 def fix_clock(budget: Budget, trials: int, repeats: int) -> Token[FixClock | None]:
