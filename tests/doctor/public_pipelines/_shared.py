@@ -78,6 +78,18 @@ def float32_view(ds: Any) -> Any:
     return ds.map(cast)
 
 
+# Distinct pictures encoded for a full-size case: its thousands of records are cycled over
+# them (each decodes at a photo's cost; encoding a new one for each would make the writing
+# take many minutes).
+DISTINCT = 256
+
+
+def reused(size: str) -> Any:
+    """key(i): the index of the encoded picture record i reuses (its own at size small, one
+    of DISTINCT at size full)."""
+    return (lambda i: i % DISTINCT) if size == "full" else (lambda i: i)
+
+
 def count(size: str, small: int, full: int) -> int:
     """How many examples a case writes at `size` ("small" for the tests, "full" for its
     original's size)."""

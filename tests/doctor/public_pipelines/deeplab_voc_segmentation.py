@@ -33,7 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import count, picture, write_tfrecords
+from ._shared import count, picture, reused, write_tfrecords
 
 SOURCE = "tensorflow/models research/deeplab/datasets/data_generator.py (DeepLab on VOC 2012)"
 FORMAT = "TFRecord of tf.train.Example (JPEG image, PNG segmentation mask)"
@@ -56,25 +56,34 @@ def make_data(dir: str, size: str = "small") -> None:
     n = count(size, 16, FULL)
     rng = np.random.default_rng(25)
 
+    key, pool = reused(size), {}
+
+    def encoded(i):
+        if size == "full":
+            h, w = int(rng.integers(330, 500)), int(rng.integers(375, 500))
+        else:
+            h, w = int(rng.integers(90, 140)), int(rng.integers(100, 160))
+        mask = np.zeros((h, w, 1), np.uint8)
+        for _ in range(int(rng.integers(1, 4))):
+            y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+            y1, x1 = y0 + int(rng.integers(10, h // 2)), x0 + int(rng.integers(10, w // 2))
+            mask[y0:y1, x0:x1] = int(rng.integers(1, NUM_CLASSES))
+            mask[y0, x0:x1] = IGNORE_LABEL  # VOC's object borders
+        jpeg = tf.io.encode_jpeg(picture(rng, h, w, tint=i)).numpy()
+        return jpeg, tf.io.encode_png(mask).numpy(), h, w
+
     def examples():
         for i in range(n):
-            if size == "full":
-                h, w = int(rng.integers(330, 500)), int(rng.integers(375, 500))
-            else:
-                h, w = int(rng.integers(90, 140)), int(rng.integers(100, 160))
-            mask = np.zeros((h, w, 1), np.uint8)
-            for _ in range(int(rng.integers(1, 4))):
-                y0, x0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
-                y1, x1 = y0 + int(rng.integers(10, h // 2)), x0 + int(rng.integers(10, w // 2))
-                mask[y0:y1, x0:x1] = int(rng.integers(1, NUM_CLASSES))
-                mask[y0, x0:x1] = IGNORE_LABEL  # VOC's object borders
+            if key(i) not in pool:
+                pool[key(i)] = encoded(i)
+            jpeg, png, h, w = pool[key(i)]
             yield {
-                "image/encoded": [tf.io.encode_jpeg(picture(rng, h, w, tint=i)).numpy()],
+                "image/encoded": [jpeg],
                 "image/filename": [f"{i:06d}.jpg"],
                 "image/format": ["jpeg"],
                 "image/height": [h],
                 "image/width": [w],
-                "image/segmentation/class/encoded": [tf.io.encode_png(mask).numpy()],
+                "image/segmentation/class/encoded": [png],
                 "image/segmentation/class/format": ["png"],
             }
 

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import count, picture
+from ._shared import count, picture, reused
 
 SOURCE = (
     "tensorflow/models official/legacy/image_classification/resnet/imagenet_preprocessing.py "
@@ -65,15 +65,18 @@ def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(6)
     n = 0
     shards = count(size, 4, 16)
+    key, pool = reused(size), {}
     paths = [str(Path(dir) / f"train-{i:05d}-of-{shards:05d}") for i in range(shards)]
     for path in paths:
         with tf.io.TFRecordWriter(path) as w:
             for _ in range(count(size, LIMIT, FULL) // shards):
-                if size == "full":
-                    h, w_ = int(rng.integers(300, 400)), int(rng.integers(350, 500))
-                else:
-                    h, w_ = int(rng.integers(100, 140)), int(rng.integers(120, 160))
-                jpeg = tf.io.encode_jpeg(picture(rng, h, w_, tint=n)).numpy()
+                if key(n) not in pool:
+                    if size == "full":
+                        h, w_ = int(rng.integers(300, 400)), int(rng.integers(350, 500))
+                    else:
+                        h, w_ = int(rng.integers(100, 140)), int(rng.integers(120, 160))
+                    pool[key(n)] = tf.io.encode_jpeg(picture(rng, h, w_, tint=n)).numpy()
+                jpeg = pool[key(n)]
                 box = sorted(rng.uniform(0, 1, 2)), sorted(rng.uniform(0, 1, 2))
                 f = {
                     "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),

@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ._shared import count, picture, write_tfrecords
+from ._shared import count, picture, reused, write_tfrecords
 
 SOURCE = "zzh8829/yolov3-tf2 yolov3_tf2/dataset.py, train.py (YOLOv3 on PASCAL VOC TFRecords)"
 FORMAT = "TFRecord of tf.train.Example (JPEG, variable-length boxes and class names)"
@@ -61,13 +61,17 @@ def make_data(dir: str, size: str = "small") -> None:
     rng = np.random.default_rng(24)
     (Path(dir) / "voc2012.names").write_text("\n".join(CLASS_NAMES) + "\n")
 
+    key, pool = reused(size), {}
+
     def examples():
         for i in range(n):
-            if size == "full":
-                h, w = int(rng.integers(330, 500)), int(rng.integers(375, 500))
-            else:
-                h, w = int(rng.integers(80, 120)), int(rng.integers(100, 140))
-            jpeg = tf.io.encode_jpeg(picture(rng, h, w, tint=i)).numpy()
+            if key(i) not in pool:
+                if size == "full":
+                    h, w = int(rng.integers(330, 500)), int(rng.integers(375, 500))
+                else:
+                    h, w = int(rng.integers(80, 120)), int(rng.integers(100, 140))
+                pool[key(i)] = tf.io.encode_jpeg(picture(rng, h, w, tint=i)).numpy()
+            jpeg = pool[key(i)]
             k = int(min(1 + rng.poisson(1.4), 40))
             bw, bh = rng.uniform(0.03, 0.95, k), rng.uniform(0.03, 0.95, k)
             x0, y0 = rng.uniform(0, 1 - bw), rng.uniform(0, 1 - bh)
