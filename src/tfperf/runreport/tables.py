@@ -146,6 +146,14 @@ def findings_html(findings: list[dict[str, Any]], measured: dict[str, dict[str, 
 
 
 def fix_headline(fix: dict[str, Any]) -> str:
+    """FixResult's headline as the CLI prints it (older doctor.json files: made from their
+    bare rates and the check)."""
+    text = fix.get("headline") or _old_headline(fix)
+    written = "".join(f"<li>wrote <code>{_e(p)}</code></li>" for p in fix.get("written", []))
+    return f"<p><b>{_e(text)}</b></p>" + (f"<ul>{written}</ul>" if written else "")
+
+
+def _old_headline(fix: dict[str, Any]) -> str:
     before, after = number(fix["before_examples_per_s"]), number(fix["after_examples_per_s"])
     text = f"training {before} -> {after} examples/s"
     check = fix.get("check")
@@ -156,11 +164,23 @@ def fix_headline(fix: dict[str, Any]) -> str:
         text += f" ({check['ratio']:.2f}x, paired {check['low']:.2f}-{check['high']:.2f}{kept})"
     if fix.get("predicted_speedup"):
         text += f"; predicted ~{fix['predicted_speedup']:.2f}x"
-    written = "".join(f"<li>wrote <code>{_e(p)}</code></li>" for p in fix.get("written", []))
-    return f"<p><b>{_e(text)}</b></p>" + (f"<ul>{written}</ul>" if written else "")
+    return text
 
 
 def trials_table(fix: dict[str, Any]) -> str:
+    """The CLI's --fix table: FixResult's rows, each trial's rate beside the best so far's
+    (older doctor.json files: their bare rates)."""
+    head = ["change", "training examples/s (vs best so far)", "predicted"]
+    head += ["measured vs best so far", "kept"]
+    if "rows" in fix:
+        rows = []
+        for r in fix["rows"]:
+            kept = '<span class="good">kept</span>' if r["status"] == "kept" else _e(r["status"])
+            rows.append(
+                [_e(r["change"]), _e(r["examples_per_s_text"]), _e(r["predicted_text"])]
+                + [_e(r["ratio_text"]), kept + _dim(r["note"])]
+            )
+        return table(head, rows, "num")
     rows = [["(before)", number(fix["before_examples_per_s"]), "", "", ""]]
     for t in fix.get("trials", []):
         kept = '<span class="good">kept</span>' if t["kept"] else "not kept"
@@ -168,7 +188,6 @@ def trials_table(fix: dict[str, Any]) -> str:
         rows.append(
             [_e(t["change"]), rate, predicted, ratio_range(t), kept + _dim(t.get("reason"))]
         )
-    head = ["change", "training examples/s", "predicted", "measured vs best so far", "kept"]
     return table(head, rows, "num")
 
 

@@ -23,7 +23,10 @@ def test_pipeline_module_written_elsewhere_finds_the_users_function(tmp_path):
     (proj / "run.yaml").write_text("data:\n  pipeline: far_pipe:make  # mine\n")
     cfg = load_config(proj / "run.yaml")
     result = SimpleNamespace(
-        pipeline_changes=["prefetch at the end"], run_file_changes={}, code_edits=["an edit"]
+        pipeline_changes=["prefetch at the end"],
+        run_file_changes={},
+        code_edits=["an edit"],
+        trials=[],
     )
     out = tmp_path / "elsewhere" / "run.optimized.yaml"
     header = "# written by `tfperf doctor --fix`: training 1 -> 2 examples/s (2.00x)\n"
@@ -136,7 +139,7 @@ def test_only_run_file_changes_write_only_the_run_file(tmp_path):
     assert optimized_paths(out) == (out, tmp_path / "run.optimized.py")
     header = "# written by `tfperf doctor --fix`: training 1 -> 2 examples/s (2.00x)\n"
     train_only = SimpleNamespace(
-        pipeline_changes=[], run_file_changes={"train.jit_compile": True}, code_edits=[]
+        pipeline_changes=[], run_file_changes={"train.jit_compile": True}, code_edits=[], trials=[]
     )
     assert write_optimized_pipeline(cfg, train_only, out, header) == [str(out)]
     assert load_config(out).data.pipeline == "some_pipe:make"

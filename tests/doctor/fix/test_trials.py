@@ -130,7 +130,11 @@ def test_the_final_check_keeps_the_whole_only_when_it_is_faster():
     trials = [FixTrial("x", "x", 1500.0, True, "faster")]
     out = final_check(original, lambda name: steady(name, 800), D, lambda _: None, trials)
     assert not out.keep and out.before == out.after == 1000
-    assert not trials[0].kept and "; dropped: together 0.80x (0.80-0.80)" in trials[0].reason
+    assert not trials[0].kept and trials[0].dropped and trials[0].status == "dropped"
+    assert trials[0].reason == (
+        "faster in its trial; dropped: the final check found no gain "
+        "(together 0.80x paired (0.80-0.80) of the original)"
+    )
     alone = final_check(original, None, D, lambda _: None, [])  # nothing kept: timed alone
     assert (alone.before, alone.after, alone.check, alone.keep) == (1000, 1000, None, False)
 

@@ -24,7 +24,6 @@ from tfperf.doctor.fix.runfile import (
 from tfperf.doctor.fix.trials import (
     FixResult,
     FixTrial,
-    Outcome,
     Tick,
     final_check,
     shared_targets,
@@ -55,7 +54,7 @@ def fix_pipeline(
     if cfg.data.pipeline:
         ds = make_input_dataset(cfg, training=True)
         result = fix_dataset(cfg, diag, ds, tick=tick, budget=budget)
-        header = _yaml_header(result.trials, _outcome_of(result))
+        header = yaml_header(result)
         result.code_edits = code_edits(cfg, result.pipeline_changes)
         result.written = write_optimized_pipeline(cfg, result, out, header)
         result.withheld = withheld(cfg, diag)
@@ -89,44 +88,33 @@ def _fix_run_file(
     outcome = final_check(lambda n: probe(cfg, n), optimized, cfg.doctor, tick, trials)
     if not outcome.keep:
         best_cfg, kept = cfg, {}
-    written = []
-    if kept:  # nothing kept: nothing written (the report says so)
-        write_run_file(cfg, kept, out, _yaml_header(trials, outcome))
-        written.append(str(out))
-    return FixResult(
+    result = FixResult(
         outcome.before,
         outcome.after,
         trials,
-        written,
+        [],
         run_file_changes=kept,
         check=outcome.check,
         predicted=predicted if outcome.keep else None,
     )
+    outcome.into(result)
+    if kept:  # nothing kept: nothing written (the report says so)
+        write_run_file(cfg, kept, out, yaml_header(result))
+        result.written.append(str(out))
+    return result
 
 
-def _yaml_header(trials: list[FixTrial], outcome: Outcome) -> str:
-    lines = [f"# written by `tfperf doctor --fix`: training {_summary(outcome)}"]
-    for t in trials:
-        numbers = t.reason  # not timed: failed or not applicable
+def yaml_header(result: FixResult) -> str:
+    """The optimized run file's header: the report's headline and each trial's row, the
+    same figures as the CLI, --json and HTML show."""
+    lines = [f"# written by `tfperf doctor --fix`: {result.headline}"]
+    for t in result.trials:
+        row = t.row()
+        numbers = row["note"]  # not timed: failed or not applicable
         if t.ratio is not None:
-            numbers = f"{t.examples_per_s:,.0f} ex/s, {_ratio(t)} of the best so far"
-        lines.append(f"#   {'kept' if t.kept else 'not kept'}: {t.change} ({numbers})")
+            numbers = (
+                f"{row['examples_per_s_text']} ex/s, {row['ratio_text']} of the best so far; "
+                f"{row['note']}"
+            )
+        lines.append(f"#   {row['status']}: {t.change} ({numbers})")
     return "\n".join(lines) + "\n"
-
-
-def _outcome_of(result: FixResult) -> Outcome:
-    kept = bool(result.pipeline_changes or result.run_file_changes)
-    return Outcome(result.before, result.after, result.check, kept)
-
-
-def _ratio(t: FixTrial) -> str:
-    return "-" if t.ratio is None else f"{t.ratio:.2f}x ({t.low:.2f}-{t.high:.2f})"
-
-
-def _summary(outcome: Outcome) -> str:
-    text = f"{outcome.before:,.0f} -> {outcome.after:,.0f} examples/s"
-    c = outcome.check
-    if c is None:
-        return text + " (no change kept)"
-    kept = "" if outcome.keep else "; not faster, nothing kept"
-    return text + f" ({c.ratio:.2f}x, paired {c.low:.2f}-{c.high:.2f}{kept})"

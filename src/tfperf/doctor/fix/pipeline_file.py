@@ -19,10 +19,11 @@ from tfperf.util.files import write_text_atomic
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
 
-Training {summary}. It calls your pipeline {spec} and applies the rewrites the doctor
-kept (each measured faster with your model in paired repeats and checked to yield the
-same examples), in training only: evaluation reads your pipeline as it is. The same
-changes as edits of your own code:
+{summary}.
+It calls your pipeline {spec} and applies the rewrites the doctor kept, in training only
+(evaluation reads your pipeline as it is), each checked to yield the same examples:
+{kept_lines}
+The same changes as edits of your own code:
 {edits}
 To train on your pipeline as it was, point data.pipeline back at {spec}.
 """
@@ -75,7 +76,14 @@ def write_optimized_pipeline(
         home = os.path.relpath(_run_file_folder(cfg), py_path.resolve().parent)
         text = _MODULE.format(
             source=Path(cfg.source).name if cfg.source else "a run file built in memory",
-            summary=header.splitlines()[0].split("training ", 1)[-1],
+            # The report's headline, and why each change was kept (a speed trial's figures,
+            # or a RAM cap kept without one), so the file says what the report says.
+            summary=header.splitlines()[0].removeprefix("# written by `tfperf doctor --fix`: "),
+            kept_lines="\n".join(
+                f"  - {t.change}: {t.row()['ratio_text']}, {t.reason}".replace(": -, ", ": ")
+                for t in result.trials
+                if t.kept
+            ),
             spec=cfg.data.pipeline,
             edits="\n".join(f"  - {e}" for e in result.code_edits) or "  (none found)",
             kept=repr(list(result.pipeline_changes)),

@@ -26,6 +26,7 @@ from tfperf.doctor.probes.target import (
 )
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 from tfperf.train.run_input import first_of
+from tfperf.util.format import number
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -50,8 +51,52 @@ class FixTrial:
     predicted: float | None = None  # the gain the diagnosis expected (its findings' model)
     findings: list[str] = field(default_factory=list)  # codes of the findings it acts on
     # The best so far's median in the same paired repeats: what `ratio` compares against
-    # (each trial times it afresh; the "(before)" row is the final check's original).
+    # (each trial times it afresh; the first row is the final check's original).
     baseline: float | None = None
+    # The repeats' min-max of the candidate's and the best so far's rates.
+    examples_per_s_range: tuple[float, float] | None = None
+    baseline_range: tuple[float, float] | None = None
+    dropped: bool = False  # faster in its trial, dropped by the final check
+
+    @property
+    def status(self) -> str:
+        """'kept', 'dropped' (faster in its trial, not in the final check) or 'not kept'."""
+        return "kept" if self.kept else ("dropped" if self.dropped else "not kept")
+
+    def row(self) -> dict[str, str]:
+        """The trial's figures as every output shows them (CLI, --json, HTML, YAML header)."""
+        rate = rate_text(self.examples_per_s, self.examples_per_s_range)
+        if self.examples_per_s is not None and self.baseline is not None:
+            rate += f" vs {rate_text(self.baseline, self.baseline_range)}"
+        return {
+            "change": self.change,
+            "examples_per_s_text": rate,
+            "predicted_text": "-" if self.predicted is None else f"~{self.predicted:.2f}x",
+            "ratio_text": ratio_text(self.ratio, self.low, self.high),
+            "status": self.status,
+            "note": self.reason,
+        }
+
+
+def rate_text(median: float | None, span: tuple[float, float] | None) -> str:
+    """'1,234 (1,100-1,300)': a median examples/s with its repeats' min-max."""
+    if median is None:
+        return "-"
+    if span is None or number(span[0]) == number(span[1]):
+        return number(median)
+    return f"{number(median)} ({number(span[0])}-{number(span[1])})"
+
+
+def ratio_text(ratio: float | None, low: float | None, high: float | None) -> str:
+    """'1.30x paired (1.10-1.52)': the median of per-pair ratios and their range. It is
+    not the quotient of the two medians shown beside it, so it says it is paired."""
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}x paired ({low:.2f}-{high:.2f})"
+
+
+def _span(m: Measurement) -> tuple[float, float]:
+    return (m.examples_per_s.min, m.examples_per_s.max)
 
 
 @dataclass
@@ -74,6 +119,50 @@ class FixResult:
     # For a model.fit user (tfperf.optimize): the measured compute winners as the keyword
     # arguments to pass to model.compile, e.g. {"jit_compile": True}.
     compile_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Where `before` was measured (FINAL_CHECK, ALONE or DIAGNOSIS) and its repeats' min-max.
+    before_source: str = ""
+    before_range: tuple[float, float] | None = None
+    # The optimized pipeline in the final check (kept or not) and its min-max.
+    optimized: float | None = None
+    optimized_range: tuple[float, float] | None = None
+
+    @property
+    def before_label(self) -> str:
+        return self.before_source or FINAL_CHECK
+
+    @property
+    def headline(self) -> str:
+        """One line every output shows: the final check's two rates with their spreads and
+        its paired ratio, and what was kept; said as a different measurement when the
+        rate comes from the diagnosis."""
+        before = rate_text(self.before, self.before_range)
+        c = self.check
+        kept_anyway = [t.change for t in self.trials if t.kept]
+        if c is None:
+            text = f"{self.before_label} {before} examples/s; no change timed as kept"
+        else:
+            opt = rate_text(self.optimized, self.optimized_range)
+            ratio = ratio_text(c.ratio, c.low, c.high)
+            text = f"final check: original {before} vs optimized {opt} examples/s, {ratio}"
+            if not c.faster:
+                text += ": not faster, no speed change kept"
+        if kept_anyway and (c is None or not c.faster):
+            text += f"; kept without a speed gain: {', '.join(kept_anyway)}"
+        if self.predicted is not None:
+            text += f"; predicted ~{self.predicted:.2f}x"
+        return "training: " + text
+
+    def rows(self) -> list[dict[str, str]]:
+        """The before row and each trial's, as every output shows them."""
+        first = {
+            "change": f"({self.before_label})",
+            "examples_per_s_text": rate_text(self.before, self.before_range),
+            "predicted_text": "",
+            "ratio_text": "",
+            "status": "",
+            "note": "",
+        }
+        return [first] + [t.row() for t in self.trials]
 
     @property
     def speedup(self) -> float:
@@ -82,7 +171,13 @@ class FixResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "before_examples_per_s": round(self.before, 1),
+            "before_range": _rounded(self.before_range),
+            "before_source": self.before_label,
             "after_examples_per_s": round(self.after, 1),
+            "optimized_examples_per_s": _rounded(self.optimized),
+            "optimized_range": _rounded(self.optimized_range),
+            "headline": self.headline,
+            "rows": self.rows(),
             "speedup": round(self.speedup, 3),
             "predicted_speedup": self.predicted,
             "check": self.check.to_dict() if self.check is not None else None,
@@ -101,6 +196,20 @@ class FixResult:
         from tfperf.runreport.page import write_doctor_report
 
         return write_doctor_report(path, fix=self.to_dict())
+
+
+# Where the first row's rate comes from: the three measurements it can be.
+FINAL_CHECK = "training, original (final check)"
+ALONE = "training, original (timed alone: nothing to check)"
+DIAGNOSIS = "training (c) of the diagnosis (the final check was not measured)"
+
+
+def _rounded(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return [round(v, 1) for v in value]
+    return round(value, 1)
 
 
 # ---- timing a candidate against the current pipeline -------------------------------------
@@ -229,6 +338,7 @@ def run_trial(
     median = m.examples_per_s.median
     trial = FixTrial(name, change, median, c.faster, reason, c.ratio, c.low, c.high)
     trial.baseline = base.examples_per_s.median
+    trial.examples_per_s_range, trial.baseline_range = _span(m), _span(base)
     trials.append(trial)
     return cand if c.faster else None
 
@@ -241,6 +351,16 @@ class Outcome:
     after: float
     check: Comparison | None
     keep: bool
+    source: str = FINAL_CHECK  # which measurement `before` is
+    before_range: tuple[float, float] | None = None
+    optimized: float | None = None  # the optimized pipeline's rate in the check
+    optimized_range: tuple[float, float] | None = None
+
+    def into(self, result: FixResult) -> FixResult:
+        """`result` with the check's figures and where they come from."""
+        result.before_source, result.before_range = self.source, self.before_range
+        result.optimized, result.optimized_range = self.optimized, self.optimized_range
+        return result
 
 
 def final_check(
@@ -265,28 +385,32 @@ def final_check(
         try:
             alone = side_by_side([probe], repeats=d.repeats, on_run=on_run, time_limit=left)
         except OutOfTime:
-            return Outcome(known, known, None, False)
-        rate = alone[probe.name].examples_per_s.median
-        return Outcome(rate, rate, None, False)
+            return Outcome(known, known, None, False, DIAGNOSIS)
+        m = alone[probe.name]
+        rate = m.examples_per_s.median
+        return Outcome(rate, rate, None, False, ALONE, _span(m))
     # The check always runs: without it nothing is kept (never slower than the original).
     seconds = max(MIN_TRIAL_SECONDS, clock.budget.left()) if clock is not None else None
     try:
         a, b, check = _pair(original("original"), optimized("optimized"), d, tick, seconds)
     except OutOfTime as cut:
         _drop(trials, f"the final check was not measured ({cut})")
-        return Outcome(known, known, None, False)
-    before = a.examples_per_s.median
+        return Outcome(known, known, None, False, DIAGNOSIS)
+    before, after = a.examples_per_s.median, b.examples_per_s.median
     if check.faster:
-        return Outcome(before, b.examples_per_s.median, check, True)
-    _drop(trials, f"together {check.ratio:.2f}x ({check.low:.2f}-{check.high:.2f}) of the original")
-    return Outcome(before, before, check, False)
+        return Outcome(before, after, check, True, FINAL_CHECK, _span(a), after, _span(b))
+    ratio = ratio_text(check.ratio, check.low, check.high)
+    _drop(trials, f"the final check found no gain (together {ratio} of the original)")
+    return Outcome(before, before, check, False, FINAL_CHECK, _span(a), after, _span(b))
 
 
 def _drop(trials: list[FixTrial], why: str) -> None:
+    """Each kept trial marked dropped: its row says it was faster in its own trial."""
     for t in trials:
         if t.kept:
-            t.kept = False
-            t.reason += f"; dropped: {why}"
+            t.kept, t.dropped = False, True
+            # "faster; a note" -> "faster in its trial; a note; dropped: why".
+            t.reason = t.reason.replace("faster", "faster in its trial", 1) + f"; dropped: {why}"
 
 
 def try_changes(

@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tfperf.doctor.evidence.findings import Diagnosis, render_diagnosis, render_findings
 from tfperf.doctor.fix.trials import FixResult
-from tfperf.util.format import number
 
 __all__ = ["diagnosis_json", "render_diagnosis", "render_findings", "render_fix"]
 
@@ -22,18 +22,11 @@ def diagnosis_json(diag: Diagnosis) -> dict[str, Any]:
 
 
 def render_fix(result: FixResult, console: Console) -> None:
-    """The before/after table of --fix: every candidate, its measurement against the best
-    so far (median of the paired ratios, their spread), kept or not."""
-    title = f"--fix: training {number(result.before)} -> {number(result.after)} examples/s"
-    c = result.check
-    if c is None:
-        title += " (no change kept)"
-    else:
-        kept = "" if c.faster else "; not faster, nothing kept"
-        title += f" ({c.ratio:.2f}x, paired {c.low:.2f}-{c.high:.2f}{kept})"
-    if result.predicted is not None:
-        title += f"; predicted ~{result.predicted:.2f}x"
-    t = Table(title=title)
+    """The before/after table of --fix: the final check's headline, every candidate with its
+    rate beside the best so far's (medians with their repeats' min-max), the paired ratio,
+    kept, not kept or dropped. The figures are FixResult's own texts, as --json and the
+    HTML report show them."""
+    t = Table(title=escape(result.headline))
     t.add_column("change", overflow="fold")
     # Each trial's rate beside the best so far's, timed in the same paired repeats: the
     # ratio is theirs (rows timed at other moments of a busy host do not compare).
@@ -42,17 +35,16 @@ def render_fix(result: FixResult, console: Console) -> None:
     t.add_column("measured vs best so far", justify="right")
     t.add_column("kept")
     t.add_column("note", overflow="fold")
-    t.add_row("(before)", number(result.before), "", "", "", "")
-    for trial in result.trials:
-        ratio = (
-            "-" if trial.ratio is None else f"{trial.ratio:.2f}x ({trial.low:.2f}-{trial.high:.2f})"
+    for row in result.rows():
+        status = "[green]kept[/]" if row["status"] == "kept" else row["status"]
+        t.add_row(
+            escape(row["change"]),
+            row["examples_per_s_text"],
+            row["predicted_text"],
+            row["ratio_text"],
+            status,
+            escape(row["note"]),
         )
-        kept = "[green]yes[/]" if trial.kept else "no"
-        predicted = "-" if trial.predicted is None else f"~{trial.predicted:.2f}x"
-        rate = number(trial.examples_per_s)
-        if trial.examples_per_s is not None and trial.baseline is not None:
-            rate += f" (vs {number(trial.baseline)})"
-        t.add_row(trial.change, rate, predicted, ratio, kept, trial.reason)
     console.print(t)
     if result.code_edits:
         console.print("the kept changes as edits of your pipeline's code:")
