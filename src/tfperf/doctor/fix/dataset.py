@@ -164,7 +164,7 @@ def fix_dataset(
     if early is not None:
         trials.insert(0, early[1])
         changes[:0] = [SHUFFLE_EARLY.label] if early[1].kept else []
-    return FixResult(
+    result = FixResult(
         outcome.before,
         outcome.after,
         trials,
@@ -175,6 +175,7 @@ def fix_dataset(
         outcome.check,
         predicted=predicted if outcome.keep else None,
     )
+    return outcome.into(result)  # where `before` was measured, and the spreads
 
 
 def _shuffle_early(diag: Diagnosis, ds: tf.data.Dataset) -> tuple[tf.data.Dataset, FixTrial] | None:
