@@ -17,7 +17,7 @@ from rich.console import Console
 import tfperf
 from tfperf.doctor.fix.candidates import dataset_candidates
 from tfperf.doctor.fix.pipeline_file import code_edits
-from tfperf.doctor.fix.trials import FixResult, FixTrial, Skipped, run_trial
+from tfperf.doctor.fix.trials import FixResult, FixTrial, Skipped, rate_text, run_trial
 from tfperf.doctor.graph import lint
 from tfperf.doctor.report.render import render_fix
 from tfperf.doctor.rules.parallel import MAP_OPTIONS, PARALLEL_MAPS
@@ -113,7 +113,7 @@ def test_each_trial_shows_the_rate_its_ratio_is_measured_against():
     out = io.StringIO()
     render_fix(result, Console(file=out, width=200))
     text = out.getvalue()
-    assert "vs best so far" in text and f"(vs {t.baseline:,.0f})" in text, text
+    assert "vs best so far" in text and f" vs {rate_text(t.baseline, t.baseline_range)}" in text
 
 
 VECTORIZED_PIPELINE = """import tensorflow as tf

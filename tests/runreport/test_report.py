@@ -81,11 +81,11 @@ def test_report_shows_the_runs_numbers(run, report):
         assert escape(diag["slowest_stage"]) in html
     for finding in diag["findings"]:
         assert escape(finding["evidence"]) in html and escape(finding["change"]) in html
-    assert f"training {number(fix['before_examples_per_s'])} -&gt; " in html
-    for trial in fix["trials"]:
-        assert escape(trial["change"]) in html
-        if trial["ratio"] is not None:
-            assert f"{trial['ratio']:.2f}x ({trial['low']:.2f}-{trial['high']:.2f})" in html
+    # --fix's headline and each row's figures as the CLI prints them (FixResult's texts)
+    assert escape(fix["headline"]) in html
+    for row in fix["rows"]:
+        assert escape(row["change"]) in html
+        assert escape(row["examples_per_s_text"]) in html and escape(row["ratio_text"]) in html
     summary = json.loads((run.run_dir / "summary.json").read_text())
     assert f"<td>{number(summary['examples_per_sec'])}</td>" in html
 

@@ -24,8 +24,9 @@ from tfperf.runreport.tables import (
 
 def test_ratios_and_gains_in_words():
     timed = {"ratio": 1.391, "low": 0.88, "high": 1.9, "kept": False}
-    assert ratio_range(timed) == "1.39x (0.88-1.90)"
-    assert ratio_text(timed) == "1.39x (0.88-1.90), not kept"
+    assert ratio_range(timed) == "1.39x paired (0.88-1.90)"
+    assert ratio_text(timed) == "1.39x paired (0.88-1.90), not kept"
+    assert ratio_text({**timed, "dropped": True}) == "1.39x paired (0.88-1.90), dropped"
     assert ratio_text({**timed, "kept": True}).endswith(", kept")
     assert ratio_range({"ratio": None}) == ratio_text(None) == "-"
     assert (gain_text(None), gain_text(4.746)) == ("-", "~4.75x")
@@ -70,7 +71,7 @@ def test_each_finding_is_measured_by_its_kept_trial_first(diagnosis, fix):
     assert measured_by_code(None) == {}
     html = findings_html(diagnosis["findings"], measured)
     assert html.count("<tr>") == 3  # the head and two findings
-    assert "14.42x (9.04-19.80), kept" in html and "~4.75x" in html
+    assert "14.42x paired (9.04-19.80), kept" in html and "~4.75x" in html
     assert findings_html([], {}) == "<p>no findings</p>"
 
 

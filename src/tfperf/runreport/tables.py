@@ -21,17 +21,20 @@ def _dim(text: Any) -> str:
 
 
 def ratio_range(t: dict[str, Any] | None) -> str:
-    """'1.39x (0.88-1.90)': a timed trial's median paired ratio and their range; else '-'."""
+    """'1.39x paired (0.88-1.90)': a timed trial's median paired ratio and their range, as
+    the CLI writes it; else '-'."""
     if not t or t.get("ratio") is None:
         return "-"
-    return f"{t['ratio']:.2f}x ({t['low']:.2f}-{t['high']:.2f})"
+    return f"{t['ratio']:.2f}x paired ({t['low']:.2f}-{t['high']:.2f})"
 
 
 def ratio_text(t: dict[str, Any] | None) -> str:
-    """'1.39x (0.88-1.90), kept' for a timed trial; '-' otherwise."""
+    """'1.39x paired (0.88-1.90), kept' for a timed trial (dropped: faster in its trial,
+    not in the final check); '-' otherwise."""
     if not t or t.get("ratio") is None:
         return "-"
-    return f"{ratio_range(t)}, {'kept' if t['kept'] else 'not kept'}"
+    status = "kept" if t["kept"] else ("dropped" if t.get("dropped") else "not kept")
+    return f"{ratio_range(t)}, {status}"
 
 
 def gain_text(value: float | None) -> str:
