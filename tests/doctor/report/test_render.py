@@ -125,7 +125,7 @@ def test_the_fix_table_shows_each_trial_against_the_best_so_far():
     assert title in out.replace("\n", " ")
     assert "1,500 vs 1,000" in out and "~1.30x" in out and "1.50x paired (1.40-1.60)" in out
     assert "not applicable" in out and "kept" in out
-    assert "(training, original (final check))" in out
+    assert "before: the original in the final check" in out
     assert "my_pipe.py:7: end the pipeline" in out
     assert "for model.compile(..., jit_compile=True)" not in out
     assert "for model.fit: model.compile(..., jit_compile=True)" in out
@@ -139,5 +139,5 @@ def test_a_fix_that_kept_nothing_says_so():
     assert "0.80x paired (0.80-0.80): not faster, no speed change kept" in out.replace("\n", " ")
     assert "no change was kept: nothing written" in out
     nothing = FixResult(1000.0, 1000.0, [], [])
-    said = "training: training, original (final check) 1,000 examples/s; no change timed as kept"
+    said = "training: before: the original in the final check, 1,000 examples/s; no change timed as"
     assert said in text(render_fix, nothing).replace("\n", " ")

@@ -139,7 +139,7 @@ class FixResult:
         c = self.check
         kept_anyway = [t.change for t in self.trials if t.kept]
         if c is None:
-            text = f"{self.before_label} {before} examples/s; no change timed as kept"
+            text = f"{self.before_label}, {before} examples/s; no change timed as kept"
         else:
             opt = rate_text(self.optimized, self.optimized_range)
             ratio = ratio_text(c.ratio, c.low, c.high)
@@ -155,7 +155,7 @@ class FixResult:
     def rows(self) -> list[dict[str, str]]:
         """The before row and each trial's, as every output shows them."""
         first = {
-            "change": f"({self.before_label})",
+            "change": self.before_label,
             "examples_per_s_text": rate_text(self.before, self.before_range),
             "predicted_text": "",
             "ratio_text": "",
@@ -199,9 +199,9 @@ class FixResult:
 
 
 # Where the first row's rate comes from: the three measurements it can be.
-FINAL_CHECK = "training, original (final check)"
-ALONE = "training, original (timed alone: nothing to check)"
-DIAGNOSIS = "training (c) of the diagnosis (the final check was not measured)"
+FINAL_CHECK = "before: the original in the final check"
+ALONE = "before: the original timed alone (nothing to check)"
+DIAGNOSIS = "before: training (c) of the diagnosis (the final check was not measured)"
 
 
 def _rounded(value: Any) -> Any:
