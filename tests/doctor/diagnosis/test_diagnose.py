@@ -207,3 +207,39 @@ def test_a_generator_fed_pipeline_cannot_be_checkpointed(diagnosed):
         "train.checkpoint_input=false" in f.change and "restarts the input pipeline" in f.expected
     )
     assert f.kind == "resume" and f.expected_speedup is None
+
+
+def test_with_a_target_the_pipelines_own_findings_come_first():
+    """Issue 30: with a target the pipeline alone misses, the model's step on this host is
+    not the accelerator the target stands for: the findings that raise the pipeline's own
+    rate come before this CPU's compute findings, each side in its rank."""
+    from tfperf.doctor.diagnosis.diagnose import pipeline_first
+    from tfperf.doctor.evidence.findings import Finding
+
+    def finding(code: str, kind: str, gain: float) -> Finding:
+        return Finding(code, code, None, "", "", "", gain, kind)
+
+    ranked = [
+        finding("xla", "compute", 3.0),
+        finding("small_batch", "compute", 2.0),
+        finding("sequential_map", "input", 1.8),
+        finding("no_prefetch", "input", 1.2),
+    ]
+    assert [f.code for f in pipeline_first(ranked)] == [
+        "sequential_map",
+        "no_prefetch",
+        "xla",
+        "small_batch",
+    ]
+    cfg = run_cfg(
+        "py_function",
+        "step_cost_model",
+        pipeline={"batch_size": 2},
+        doctor={"what_ifs": ["batch"], "target": 1e9},
+    )
+    diag = diagnose(cfg)
+    kinds = [f.kind for f in diag.findings]
+    assert "input" in kinds, [f.code for f in diag.findings]
+    first_compute = kinds.index("compute") if "compute" in kinds else len(kinds)
+    assert all(k == "compute" for k in kinds[first_compute:]), [f.code for f in diag.findings]
+    assert diag.headline.startswith("verdict: input-bound on the target")

@@ -99,3 +99,53 @@ def test_the_input_threads_are_tried_as_the_diagnosis_timed_them():
 
 def test_the_default_ram_budget_leaves_half_the_free_memory():
     assert 0 < default_budget() <= psutil.virtual_memory().available / 2 + 1
+
+
+def _finding(code: str, gain: float, kind: str = "input") -> Finding:
+    return Finding(code, code, None, "measured", "change it", f"{gain}x", gain, kind)
+
+
+def test_candidates_are_tried_best_first_by_predicted_gain(tmp_path):
+    """Issue 30: the budget is spent in the order of the predicted gain, so that a deadline
+    cuts the least promising; batch_first never ahead of vectorize (it moves what vectorizing
+    left), and a candidate no finding asks for keeps its place among the gainless."""
+    from tfperf.doctor.rules import PREDICTED_BY
+
+    ds = tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32) * 2.0).batch(8)
+    graph = lint.read_graph(ds)
+    plain = [n for n, _ in dataset_candidates(graph, ds, SimpleNamespace(findings=[], variants={}))]
+    parallel_code = PREDICTED_BY[PARALLEL_MAPS.label][0]
+    vectorize_code = next(c for c in PREDICTED_BY[VECTORIZE.label])
+    diag = SimpleNamespace(
+        findings=[_finding(vectorize_code, 1.5), _finding(parallel_code, 3.0)], variants={}
+    )
+    ranked = [n for n, _ in dataset_candidates(graph, ds, diag)]
+    assert sorted(ranked) == sorted(plain)  # the same candidates, another order
+    # Those that make the 3x finding's change first (parallel maps, and map options), then
+    # vectorize's 1.5x, then the gainless in their listed order.
+    best = [n for n in ranked if parallel_code in PREDICTED_BY.get(n, ())]
+    assert PARALLEL_MAPS.label in best and ranked[: len(best)] == best, ranked
+    assert ranked[len(best)] == VECTORIZE.label, ranked
+    assert ranked.index(VECTORIZE.label) < ranked.index(BATCH_FIRST.label), ranked
+    assert ranked.index(VECTORIZE.label) < ranked.index(PREFETCH_END.label), ranked
+    # No finding anywhere: the listed order stands.
+    assert plain.index(VECTORIZE.label) < plain.index(PARALLEL_MAPS.label)
+
+
+def test_progress_says_which_candidate_is_being_checked():
+    """Issue 30: the progress display names the candidate whose rewrite and multiset check
+    run, with the seconds left (a slow check was a silent minute)."""
+    from tfperf.doctor.probes.budget import FIX_CLOCK, Budget, FixClock
+
+    shown: list[tuple[str, float]] = []
+    ds = tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32) * 2.0).batch(8)
+    graph = lint.read_graph(ds)
+    cands = dict(dataset_candidates(graph, ds, SimpleNamespace(findings=[], variants={})))
+    budget = Budget(60.0, on_probe=lambda label, left: shown.append((label, left)))
+    token = FIX_CLOCK.set(FixClock(budget, limit=1.0, trials_left=3))
+    try:
+        assert cands[PARALLEL_MAPS.label](ds, graph) is not None
+    finally:
+        FIX_CLOCK.reset(token)
+    assert shown and shown[0][0] == f"checking {PARALLEL_MAPS.label}"
+    assert 0 < shown[0][1] <= 60

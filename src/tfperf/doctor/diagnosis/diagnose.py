@@ -59,7 +59,7 @@ from tfperf.doctor.probes.target import (
     train_probe,
 )
 from tfperf.doctor.rewrites.edits import set_deterministic
-from tfperf.doctor.rules import ranked_with_ties, tie_statement
+from tfperf.doctor.rules import RULES, ranked_with_ties, tie_statement
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import (
     Comparison,
@@ -205,6 +205,12 @@ def drawn_without(missing: list[str], pipeline: Measurement, compute: Measuremen
         f"{head}; from the two measured, {side} sets the pace: the pipeline alone gives "
         f"{number(alone)} examples/s, the compute limit {number(limit)}"
     )
+
+
+def graph_risks(evidence: Evidence) -> list[Finding]:
+    """The RAM risks (a shuffle buffer or cache beyond the budget, read from the graph and
+    the element sizes): what a diagnosis without the measured rates still says."""
+    return [f for r in RULES if r.kind == "risk" for f in r.detect(evidence)]
 
 
 def pipeline_first(ranked: list[Finding]) -> list[Finding]:
@@ -395,9 +401,12 @@ def diagnose(
         slower=slower,
     )
     # The rules judge measured rates: none are drawn from a rate that was not measured.
-    ranked, ties = ranked_with_ties(evidence) if not missing else ([], [])
+    ranked, ties = ranked_with_ties(evidence) if not missing else (graph_risks(evidence), [])
     if missing:
-        notes.append("no findings: the rules judge the three rates, and not all were measured")
+        notes.append(
+            "only the RAM risks read from the graph: the other rules judge the three rates, "
+            "and not all were measured"
+        )
     on_target = d.target is not None and pipeline.examples_per_s.median < d.target
     if on_target:
         ranked = pipeline_first(ranked)

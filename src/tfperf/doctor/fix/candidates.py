@@ -13,6 +13,7 @@ from tfperf.doctor.evidence.evidence import cpu_count
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.trials import Skipped
 from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.budget import FIX_CLOCK
 from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, early_caches
 from tfperf.doctor.rewrites.csv_batched import batched_csv, find_csv
 from tfperf.doctor.rewrites.edits import (
@@ -35,7 +36,7 @@ from tfperf.doctor.rewrites.io import (
 from tfperf.doctor.rewrites.pfor_fn import Refused
 from tfperf.doctor.rewrites.shuffle_early import early_site, shuffle_before_maps
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
-from tfperf.doctor.rules import Rewrite
+from tfperf.doctor.rules import PREDICTED_BY, Rewrite
 from tfperf.doctor.rules.cache import CACHE_PREFIX, MOVE_CACHE
 from tfperf.doctor.rules.csv_rows import CSV_BATCHED
 from tfperf.doctor.rules.floats import FLOAT32_SOURCE
@@ -171,7 +172,49 @@ def dataset_candidates(
         # as the doctor times it).
         n = threads[1] if threads else max(1, cpu_count() // 2)
         cands.append((INPUT_THREADS.label, lambda d, g: with_input_threads(d, n)))
-    return cands
+    if diag is None:  # a replay: the kept names' order, nothing timed
+        return cands
+    return [(name, announced(name, rw)) for name, rw in by_gain(cands, diag)]
+
+
+# Rewrites of the source itself: tried first whatever their gain, since the maps' rewrites
+# after them read the graph they leave (a gather per batch replaces the per-row slices).
+SOURCES = frozenset({GATHER.label, CSV_BATCHED.label})
+# Each must be tried after the one named: batch_first moves what vectorizing left.
+AFTER = {BATCH_FIRST.label: VECTORIZE.label}
+
+
+def predicted_gain(label: str, diag: Diagnosis) -> float:
+    """The largest expected gain among the findings whose change candidate `label` makes
+    (PREDICTED_BY); 1.0 when no finding asks for it (tried for what the trial measures)."""
+    codes = set(PREDICTED_BY.get(label, ()))
+    gains = [f.expected_speedup for f in diag.findings if f.code in codes and f.expected_speedup]
+    return max(gains, default=1.0)
+
+
+def by_gain(
+    cands: list[tuple[str, DatasetRewrite]], diag: Diagnosis
+) -> list[tuple[str, DatasetRewrite]]:
+    """`cands` best first: the source rewrites, then by predicted gain (the budget is spent
+    in this order, so a deadline cuts the least promising); ties keep their listed order."""
+    gain = {name: predicted_gain(name, diag) for name, _ in cands}
+    for later, first in AFTER.items():  # never ahead of the candidate it follows
+        if later in gain and first in gain:
+            gain[later] = min(gain[later], gain[first])
+    return sorted(cands, key=lambda c: (c[0] not in SOURCES, -gain[c[0]]))
+
+
+def announced(name: str, rewrite: DatasetRewrite) -> DatasetRewrite:
+    """`rewrite`, saying on the progress display that candidate `name` is being built and
+    checked (its multiset check follows the rewrite) and the seconds left."""
+
+    def run(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
+        clock = FIX_CLOCK.get()
+        if clock is not None and clock.budget.on_probe is not None:
+            clock.budget.on_probe(f"checking {name}", clock.budget.left())
+        return rewrite(d, g)
+
+    return run
 
 
 # A candidate that would change nothing is not applicable: timing a no-op lets the noise
