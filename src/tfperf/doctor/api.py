@@ -72,18 +72,20 @@ class OptimizeReport:
 
     def __str__(self) -> str:
         f = self.fix
+        # The --fix report's own headline and rows: the figures the CLI, --json and HTML show.
         if self.kept:
-            head = (
-                f"training {f.before:,.0f} -> {f.after:,.0f} examples/s ({self.speedup:.2f}x); "
-                f"kept: {', '.join(self.kept)}"
-            )
+            head = f"{f.headline}; kept: {', '.join(self.kept)}"
         else:
             head = (
-                f"nothing helped: no rewrite made training measurably faster "
-                f"({f.before:,.0f} examples/s); the original dataset is returned"
+                "nothing helped: no rewrite made training measurably faster "
+                f"({f.headline}); the original dataset is returned"
             )
         trials = [
-            f"  {t.change}: {'kept' if t.kept else 'not kept'} ({t.reason})" for t in f.trials
+            f"  {r['change']}: {r['status']} ({r['examples_per_s_text']}, {r['ratio_text']}; "
+            f"{r['note']})"
+            if r["ratio_text"] not in ("", "-")
+            else f"  {r['change']}: {r['status']} ({r['note']})"
+            for r in f.rows()[1:]
         ]
         extra = []
         if self.compile_kwargs:
