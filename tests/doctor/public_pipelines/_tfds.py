@@ -5,12 +5,24 @@ reads the downloaded ones (TFRecord shards, per-example decoding), with no downl
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from ._shared import count, picture
+from ._shared import DISTINCT, count, picture
+
+
+def _jpeg(pool: dict, i: int, rng: np.random.Generator, h: int, w: int, tint: int) -> io.BytesIO:
+    """At full size: a JPEG file object, one of DISTINCT encoded pictures cycled (stored as
+    is, as TFDS stores the downloaded datasets' JPEGs; encoding thousands of large pictures
+    to PNG would make the writing take many minutes)."""
+    if i % DISTINCT not in pool:
+        pool[i % DISTINCT] = tf.io.encode_jpeg(picture(rng, h, w, tint=tint)).numpy()
+    return io.BytesIO(pool[i % DISTINCT])
+
 
 FLOWERS = "standin_tf_flowers"
 PETS = "standin_oxford_iiit_pet"
@@ -36,9 +48,12 @@ class StandinTfFlowers(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         rng = np.random.default_rng(1)
+        pool: dict = {}
         for i in range(count(self.SIZE, 60, 3_670)):
             if self.SIZE == "full":
                 h, w = int(rng.integers(240, 360)), int(rng.integers(320, 500))
+                yield i, {"image": _jpeg(pool, i, rng, h, w, i % 5), "label": i % 5}
+                continue
             else:
                 h, w = int(rng.integers(50, 90)), int(rng.integers(60, 100))
             yield i, {"image": picture(rng, h, w, tint=i % 5), "label": i % 5}
@@ -69,17 +84,21 @@ class StandinOxfordIiitPet(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self, n: int, seed: int):
         rng = np.random.default_rng(seed)
+        pool: dict = {}
         for i in range(n):
             if self.SIZE == "full":
                 h, w = int(rng.integers(240, 400)), int(rng.integers(240, 400))
+                image = _jpeg(pool, i, rng, h, w, i)
+                h, w = tf.io.extract_jpeg_shape(image.getvalue()).numpy()[:2]
             else:
                 h, w = int(rng.integers(60, 100)), int(rng.integers(60, 100))
+                image = picture(rng, h, w, tint=i)
             mask = np.ones((h, w, 1), np.uint8)
             mask[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4] = 2  # the pet
             mask[h // 4, w // 4 : 3 * w // 4] = 3  # its outline
             yield (
                 i,
-                {"image": picture(rng, h, w, tint=i), "segmentation_mask": mask, "label": i % 37},
+                {"image": image, "segmentation_mask": mask, "label": i % 37},
             )
 
 
