@@ -285,7 +285,7 @@ def test_a_repeat_slower_than_the_budget_left_is_abandoned_not_waited_for():
     slow = Probe("slow", lambda: (pulls.append(1), time.sleep(20), Run(1.0, 1, 1))[2])
     start = time.monotonic()
     # A required rate is not an error: an empty run, and why in `abandoned` (its row).
-    watched = budget.watch(slow, required=True)
+    watched = budget.watch(slow, required=True, row=True)
     assert watched().seconds == 0.0
     assert "'slow' was still running after 1 s" in budget.abandoned["slow"]
     assert time.monotonic() - start < 10  # not the 20 s of the repeat
@@ -298,8 +298,14 @@ def test_a_repeat_slower_than_the_budget_left_is_abandoned_not_waited_for():
     # Past the hard end a required probe starts no thread at all.
     over = Budget(1.0)
     over.end = over.hard_end = time.monotonic() - 1
-    none = over.watch(Probe("none", lambda: pulls.append(2) or Run(1.0, 1, 1)), required=True)
+    none = over.watch(
+        Probe("none", lambda: pulls.append(2) or Run(1.0, 1, 1)), required=True, row=True
+    )
     assert none().seconds == 0.0
+    # Without `row` (the final check's) it raises, still without starting a pull.
+    with pytest.raises(Abandoned):
+        over.watch(Probe("raised", lambda: pulls.append(3) or Run(1.0, 1, 1)), required=True)()
+    assert pulls == [1]
     assert over.abandoned["none"].startswith("not measured") and pulls == [1]
 
     # A later repeat abandoned is dropped: the measured one stands (a required rate of the

@@ -271,9 +271,11 @@ def _main_probes(
     per_stage = [] if served else stage_probes(graph, batch, d, errors, limit)
     # The three rates every verdict needs run first in each round, whatever the time.
     probes = [
-        budget.watch(dataset_probe("pipeline", ds, d, time_limit=limit), required=True),
-        budget.watch(compute_probe("compute limit", target, train_ds, d, limit), required=True),
-        budget.watch(train_probe("training", target, train_ds, d, limit), required=True),
+        budget.watch(dataset_probe("pipeline", ds, d, time_limit=limit), required=True, row=True),
+        budget.watch(
+            compute_probe("compute limit", target, train_ds, d, limit), required=True, row=True
+        ),
+        budget.watch(train_probe("training", target, train_ds, d, limit), required=True, row=True),
     ]
     optional = [p for _, p in per_stage if p is not None]
     optional += [] if served else rewrite_probes(graph, ds, d, errors, limit)

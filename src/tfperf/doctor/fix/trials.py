@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tfperf.config import DoctorConfig, RunConfig
 from tfperf.doctor.fix.runfile import apply_changes, describe_changes
-from tfperf.doctor.probes.budget import FIX_CLOCK, MIN_TRIAL_SECONDS, NOT_MEASURED, OutOfTime
+from tfperf.doctor.probes.budget import (
+    FIX_CLOCK,
+    MIN_TRIAL_SECONDS,
+    NOT_MEASURED,
+    OutOfTime,
+    first_within,
+)
 from tfperf.doctor.probes.target import (
     StepTarget,
     build_target,
@@ -31,6 +37,7 @@ from tfperf.util.format import number
 if TYPE_CHECKING:
     import tensorflow as tf
 
+TRIAL_ELEMENT = "a trial's first element"  # its pull's name in Budget.abandoned
 # A change must make training this much faster, in every pair of repeats (noise margin).
 MIN_GAIN = 0.05
 Tick = Callable[[str], None]
@@ -248,7 +255,10 @@ def _target(cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> StepTarget:
     )
     if cache is not None and key in cache:
         return cache[key]
-    target = build_target(cfg, ds.element_spec, batch, sample=first_of(ds))
+    clock = FIX_CLOCK.get()
+    # Under a budget the real batch is pulled within it: one slower is abandoned, not awaited.
+    sample = first_of(ds) if clock is None else first_within(ds, clock.budget, TRIAL_ELEMENT)
+    target = build_target(cfg, ds.element_spec, batch, sample=sample)
     if cache is not None:
         cache[key] = target
     return target

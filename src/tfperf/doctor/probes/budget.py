@@ -116,13 +116,16 @@ class Budget:
         repeated `repeats` times (half of it: warm-ups and tracing take the rest)."""
         return max(MIN_PROBE_SECONDS, seconds / 2 / max(1, probes * repeats))
 
-    def watch(self, probe: Probe, *, until: float | None = None, required: bool = False) -> Probe:
+    def watch(
+        self, probe: Probe, *, until: float | None = None, required: bool = False, row: bool = False
+    ) -> Probe:
         """`probe`, shown on the progress display before each repeat and recorded after it.
         Past `until` (a time.monotonic() deadline, default this budget's end) a probe not
         `required` raises OutOfTime instead of running. A repeat still running at the end
-        of this budget is abandoned (Abandoned); a required one at `hard_end`, and when it
-        had no run yet it is recorded in `abandoned` and times nothing from then on (a
-        "not measured" row, never an error: its later rounds return an empty Run)."""
+        of this budget is abandoned (Abandoned); a required one at `hard_end`. With `row`,
+        a required one abandoned before its first run is recorded in `abandoned` and times
+        nothing from then on (a "not measured" row, never an error: its later rounds return
+        an empty Run) instead of raising."""
         deadline = self.end if until is None else until
         runs: list[Run] = []  # a probe measured once is not dropped later: rounds stop on their own
         gone: list[str] = []  # why this probe was abandoned before its first run
@@ -143,6 +146,8 @@ class Budget:
                     return Run(0.0, 0, 0)
                 if not required:
                     raise OutOfTime(self.seconds)
+                if not row:
+                    raise Abandoned(probe.name, 0.0)
                 gone.append(
                     f"{NOT_MEASURED}: no time was left for '{probe.name}' (an earlier repeat "
                     "outlasted the budget)"
@@ -153,7 +158,7 @@ class Budget:
                 run = run_within(probe, hard - time.monotonic(), probe.name)
             except Abandoned as exc:
                 if not runs:
-                    if not required:
+                    if not (required and row):
                         raise
                     gone.append(str(exc))
                     self.abandoned[probe.name] = gone[0]
