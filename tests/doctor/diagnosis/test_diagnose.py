@@ -243,3 +243,19 @@ def test_with_a_target_the_pipelines_own_findings_come_first():
     first_compute = kinds.index("compute") if "compute" in kinds else len(kinds)
     assert all(k == "compute" for k in kinds[first_compute:]), [f.code for f in diag.findings]
     assert diag.headline.startswith("verdict: input-bound on the target")
+
+
+def test_a_verdict_without_a_rate_says_which_and_what_the_others_say():
+    """Issue 30: a rate abandoned at the budget's end makes a verdict 'not measured'
+    naming it; with only training missing, the two measured rates still say which side
+    sets the pace."""
+    from tfperf.doctor.diagnosis.diagnose import drawn_without
+
+    slow = Measurement("pipeline", [Run(1.0, 10, 300), Run(1.0, 10, 320)])
+    fast = Measurement("compute limit", [Run(1.0, 10, 9000)])
+    only_training = drawn_without(["training"], slow, fast)
+    assert only_training.startswith("not measured (training: ")
+    assert "the input sets the pace" in only_training and "310" in only_training
+    assert "the model's step sets the pace" in drawn_without(["training"], fast, slow)
+    both = drawn_without(["pipeline", "training"], Measurement("pipeline"), fast)
+    assert both.startswith("not measured (pipeline, training: ") and "pace" not in both
