@@ -227,6 +227,7 @@ def optimize(
         if budget.abandoned:
             # A repeat outlasted the whole budget: no time is left for a trial.
             result = FixResult(0.0, 0.0, [], [], dataset=dataset)
+            result.before_source = "not measured (a repeat outlasted the time budget)"
         else:
             result = fix_dataset(
                 cfg, diag, ds, tick=tick or show, train_changes=False, budget=budget
