@@ -349,18 +349,24 @@ def diagnose(
     if missing:
         verdict = drawn_without(missing, pipeline, compute)
         inconsistent = None
-    what_ifs = what_if_probes(
-        cfg,
-        graph=capped.graph,
-        train_ds=train_ds,
-        batch=batch,
-        precision=target.precision,
-        verdict=verdict,
-        own_pipeline=dataset is None,
-        compute_variants=compute_variants,
-        errors=errors,
-        limit=budget.per_probe(budget.left(), 3, d.repeats),
-        target=target,
+    # A rate abandoned at the budget's end leaves no time: no what-if is built (building
+    # one may pull a real batch of the slow pipeline).
+    what_ifs = (
+        []
+        if missing
+        else what_if_probes(
+            cfg,
+            graph=capped.graph,
+            train_ds=train_ds,
+            batch=batch,
+            precision=target.precision,
+            verdict=verdict,
+            own_pipeline=dataset is None,
+            compute_variants=compute_variants,
+            errors=errors,
+            limit=budget.per_probe(budget.left(), 3, d.repeats),
+            target=target,
+        )
     )
     watched = [_guarded(budget.watch(p), errors) for p in what_ifs]
     measured_ifs = _measure(watched, d, tick, budget.left()) if watched else {}
