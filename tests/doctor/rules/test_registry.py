@@ -133,5 +133,14 @@ def test_a_tie_between_findings_is_said():
         "per_example_map and sequential_map tie: expected ~1.90x and ~2.10x are within the "
         "noise (1.25x of each other); ranked by the rules' priority"
     )
+    # A tie is the findings within TIE of the largest gain, not a chain of neighbours:
+    # 1.7 is within 1.25x of 2.0 and 1.45 of 1.7, but 2.0 / 1.45 = 1.38 is beyond it.
+    chain = [_finding("sequential_map", 2.0), _finding("per_example_map", 1.7)]
+    chain.append(_finding("no_interleave", 1.45))
+    runs = _tied_runs(chain, lambda f: (), lambda f: pri[f.code])
+    assert [[f.code for f in run] for run in runs] == [
+        ["per_example_map", "sequential_map"],
+        ["no_interleave"],
+    ]
     # Findings without a speed gain (RAM risks) are not a tie worth a statement.
     assert not _timed_tie([_finding("a", None), _finding("b", None)])
