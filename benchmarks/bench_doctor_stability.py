@@ -199,6 +199,7 @@ def main() -> int:
             )
     cmd = "flock /tmp/tfperf-bench.lock .venv/bin/python benchmarks/bench_doctor_stability.py"
     cmd += f" --runs {n_runs} --budget {budget:.0f} --hogs {n_hogs}"
+    cmd += f" --cases {chosen}" if chosen else ""
     print("## the doctor, five fresh runs beside two CPU hogs\n")
     print(
         f"{machine()}. `{cmd}` ({minutes:.0f} min). Each run is a fresh process: "
