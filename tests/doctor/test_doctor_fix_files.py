@@ -68,7 +68,7 @@ def test_fix_writes_a_pipeline_module_that_tfperf_train_runs(tmp_path, cli, monk
     assert module.exists() and fixed.exists(), res.stdout
     assert not (proj / "run.optimized.md").exists()
     # the before/after table and what was written
-    assert "--fix: training" in res.stdout and "wrote" in res.stdout
+    assert "training: final check: original" in res.stdout and "wrote" in res.stdout
     # the run file is the original with only data.pipeline changed, comments kept
     text = fixed.read_text()
     assert text.startswith("# written by `tfperf doctor --fix`")
