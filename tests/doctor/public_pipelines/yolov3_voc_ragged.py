@@ -88,21 +88,7 @@ def transform_targets(y_train, anchors, anchor_masks, size, batch_size):
 
 
 def parse_tfrecord(tfrecord, class_table, size):
-    x = tf.io.parse_single_example(tfrecord, padded.IMAGE_FEATURE_MAP)
-    x_train = tf.image.decode_jpeg(x["image/encoded"], channels=3)
-    x_train = tf.image.resize(x_train, (size, size))
-    class_text = tf.sparse.to_dense(x["image/object/class/text"], default_value="")
-    labels = tf.cast(class_table.lookup(class_text), tf.float32)
-    y_train = tf.stack(
-        [
-            tf.sparse.to_dense(x["image/object/bbox/xmin"]),
-            tf.sparse.to_dense(x["image/object/bbox/ymin"]),
-            tf.sparse.to_dense(x["image/object/bbox/xmax"]),
-            tf.sparse.to_dense(x["image/object/bbox/ymax"]),
-            labels,
-        ],
-        axis=1,
-    )
+    x_train, y_train = padded.parse_image_and_boxes(tfrecord, class_table, size)
     y_train = tf.RaggedTensor.from_row_splits(y_train, [0, tf.shape(y_train)[0]])
     return x_train, y_train
 

@@ -157,6 +157,14 @@ IMAGE_FEATURE_MAP = {
 
 
 def parse_tfrecord(tfrecord, class_table, size):
+    x_train, y_train = parse_image_and_boxes(tfrecord, class_table, size)
+    paddings = [[0, YOLO_MAX_BOXES - tf.shape(y_train)[0]], [0, 0]]
+    y_train = tf.pad(y_train, paddings)
+    return x_train, y_train
+
+
+def parse_image_and_boxes(tfrecord, class_table, size):
+    """The source's parse_tfrecord up to its padding (the ragged path keeps the boxes)."""
     x = tf.io.parse_single_example(tfrecord, IMAGE_FEATURE_MAP)
     x_train = tf.image.decode_jpeg(x["image/encoded"], channels=3)
     x_train = tf.image.resize(x_train, (size, size))
@@ -172,8 +180,6 @@ def parse_tfrecord(tfrecord, class_table, size):
         ],
         axis=1,
     )
-    paddings = [[0, YOLO_MAX_BOXES - tf.shape(y_train)[0]], [0, 0]]
-    y_train = tf.pad(y_train, paddings)
     return x_train, y_train
 
 
