@@ -163,6 +163,33 @@ def test_a_final_check_slower_than_the_budget_left_is_abandoned_and_keeps_nothin
         FIX_CLOCK.reset(token)
 
 
+def test_a_final_check_whose_first_element_comes_after_the_budget_keeps_nothing():
+    # Building the probe pulls the pipeline's first element, within the budget: a pipeline
+    # whose element outlasts it (dcase_log_mel beside other work) reports the diagnosis's rate.
+    import time
+
+    import tensorflow as tf
+
+    from tfperf.doctor.probes.budget import FIX_CLOCK, Budget, FixClock, first_within
+
+    slow = tf.data.Dataset.range(3).map(
+        lambda i: tf.py_function(lambda v: (time.sleep(20), v)[1], [i], tf.int64)
+    )
+
+    def original(name: str) -> Probe:
+        first_within(slow, FIX_CLOCK.get().budget, "a trial's first element")()
+        return steady(name, 1000)
+
+    token = FIX_CLOCK.set(FixClock(Budget(1.0), limit=1.0, trials_left=0))
+    try:
+        start = time.monotonic()
+        alone = final_check(original, None, D, lambda _: None, [], 700.0)
+        assert (alone.before, alone.after, alone.keep) == (700.0, 700.0, False)
+        assert time.monotonic() - start < 15  # not the 20 s of the element
+    finally:
+        FIX_CLOCK.reset(token)
+
+
 def test_the_result_says_its_speedup_only_when_the_check_was_faster():
     m = side_by_side([steady("original", 1000), steady("optimized", 1500)], repeats=3)
     faster = compare(m["original"], m["optimized"])

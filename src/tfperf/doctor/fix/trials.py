@@ -390,9 +390,10 @@ def final_check(
         # Only the number to report: within what is left of the budget (one repeat at least).
         left = clock.budget.left() if clock is not None else None
         on_run = lambda n, _: tick(n)  # noqa: E731
-        probe = original("original")
-        probe = clock.budget.watch(probe, required=True) if clock is not None else probe
         try:
+            # Building the probe pulls a first element (within the budget) too.
+            probe = original("original")
+            probe = clock.budget.watch(probe, required=True) if clock is not None else probe
             alone = side_by_side([probe], repeats=d.repeats, on_run=on_run, time_limit=left)
         except OutOfTime:
             return Outcome(known, known, None, False, DIAGNOSIS)
