@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import DATA_ROOT, REPO, machine, parse_args, say, table
+from common import DATA_ROOT, REPO, machine, parse_args, say, start_hogs, stop_hogs, table
 
 PACKAGE = REPO / "tests" / "doctor" / "public_pipelines"
 DEFAULT_BUDGET = 120.0  # seconds per optimize call (issue 19's runs)
@@ -186,20 +186,6 @@ def write_data(cases: Any, name: str, size: str) -> dict[str, Any]:
     if fresh:
         say(f"{name}: {size}-size data written in {seconds:.0f} s, {mb:,.0f} MB")
     return {"data_mb": mb, "write_s": seconds if fresh else None}
-
-
-def start_hogs(n: int) -> list[subprocess.Popen]:
-    """`n` busy Python processes (a host with other work running), killed by stop_hogs."""
-    if n:
-        say(f"starting {n} CPU hogs")
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
-def stop_hogs(hogs: list[subprocess.Popen]) -> None:
-    for proc in hogs:
-        proc.kill()
-    for proc in hogs:
-        proc.wait()
 
 
 def guarded_child(

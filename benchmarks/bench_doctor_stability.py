@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_doctor_public import _pop, load_cases
-from common import DATA_ROOT, REPO, machine, parse_args, say, table
+from common import DATA_ROOT, REPO, machine, parse_args, say, start_hogs, stop_hogs, table
 
 # Built-in workloads: the run file and its --set overrides (data under runs/bench).
 BUILTIN = {
@@ -34,7 +34,6 @@ BUILTIN = {
 }
 PUBLIC = ("tfrecord_features", "jena_window_generator", "flowers_list_files")
 DEFAULT_CASES = (*BUILTIN, *PUBLIC)
-HOG = "while True: pass"
 
 
 # ---- one run, in a child process --------------------------------------------------------
@@ -166,7 +165,7 @@ def main() -> int:
     for n in names:
         say(f"{n}: data")
         prepare(n)
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(n_hogs)]
+    hogs = start_hogs(n_hogs)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     t0 = time.perf_counter()
     try:
@@ -176,9 +175,7 @@ def main() -> int:
                 runs[n].append(one_run(n, budget))
                 say(json.dumps(runs[n][-1]))
     finally:
-        for hog in hogs:  # only the processes started above
-            hog.kill()
-            hog.wait()
+        stop_hogs(hogs)
     minutes = (time.perf_counter() - t0) / 60
     rows, details = [], []
     for n in names:

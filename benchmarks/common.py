@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -236,3 +237,17 @@ def last_error(stderr: str) -> str:
     text = " ".join(stderr.split())
     at = text.rfind("error:")
     return text[at:] if at >= 0 else (stderr.strip().splitlines() or [""])[-1]
+
+
+def start_hogs(n: int) -> list[subprocess.Popen]:
+    """`n` busy Python processes (a host with other work running), killed by stop_hogs."""
+    if n:
+        say(f"starting {n} CPU hogs")
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def stop_hogs(hogs: list[subprocess.Popen]) -> None:
+    for proc in hogs:
+        proc.kill()
+    for proc in hogs:
+        proc.wait()
