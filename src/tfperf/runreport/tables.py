@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from tfperf.util.format import number
+from tfperf.util.format import number, paired_ratio
 
 VERDICT_CLASS = {"highly": "bad", "moderately": "warn", "not": "good"}
 
@@ -25,7 +25,7 @@ def ratio_range(t: dict[str, Any] | None) -> str:
     the CLI writes it; else '-'."""
     if not t or t.get("ratio") is None:
         return "-"
-    return f"{t['ratio']:.2f}x paired ({t['low']:.2f}-{t['high']:.2f})"
+    return paired_ratio(t["ratio"], t["low"], t["high"])
 
 
 def ratio_text(t: dict[str, Any] | None) -> str:

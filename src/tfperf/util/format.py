@@ -31,6 +31,14 @@ def spread(value: float | None, low: float | None, high: float | None, digits: i
     return f"{head} ({low:.{digits}f}{sep}{high:.{digits}f})"
 
 
+def paired_ratio(ratio: float | None, low: float | None, high: float | None) -> str:
+    """'1.30x paired (1.10-1.52)': the median of per-pair ratios and their range; '-' when
+    not timed. It is not the quotient of two medians shown beside it, so it says paired."""
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}x paired ({low:.2f}-{high:.2f})"
+
+
 def compact(value: float) -> str:
     """415k, 1.2M: short enough for a min-max column in 80 columns."""
     if abs(value) >= 1e6:

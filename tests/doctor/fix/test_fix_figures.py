@@ -29,11 +29,11 @@ from tfperf.doctor.fix.trials import (
     Outcome,
     final_check,
     rate_text,
-    ratio_text,
 )
 from tfperf.doctor.report.render import render_fix
 from tfperf.measure import Comparison, Probe, Run
 from tfperf.runreport.page import write_doctor_report
+from tfperf.util.format import paired_ratio as ratio_text
 
 REPEATS = type("D", (), {"repeats": 3})()  # the doctor section: three paired repeats
 

@@ -32,7 +32,7 @@ from tfperf.doctor.probes.target import (
 )
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 from tfperf.train.run_input import first_of
-from tfperf.util.format import number
+from tfperf.util.format import number, paired_ratio
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -79,7 +79,7 @@ class FixTrial:
             "change": self.change,
             "examples_per_s_text": rate,
             "predicted_text": "-" if self.predicted is None else f"~{self.predicted:.2f}x",
-            "ratio_text": ratio_text(self.ratio, self.low, self.high),
+            "ratio_text": paired_ratio(self.ratio, self.low, self.high),
             "status": self.status,
             "note": self.reason,
         }
@@ -92,14 +92,6 @@ def rate_text(median: float | None, span: tuple[float, float] | None) -> str:
     if span is None or number(span[0]) == number(span[1]):
         return number(median)
     return f"{number(median)} ({number(span[0])}-{number(span[1])})"
-
-
-def ratio_text(ratio: float | None, low: float | None, high: float | None) -> str:
-    """'1.30x paired (1.10-1.52)': the median of per-pair ratios and their range. It is
-    not the quotient of the two medians shown beside it, so it says it is paired."""
-    if ratio is None:
-        return "-"
-    return f"{ratio:.2f}x paired ({low:.2f}-{high:.2f})"
 
 
 def _span(m: Measurement) -> tuple[float, float]:
@@ -149,7 +141,7 @@ class FixResult:
             text = f"{self.before_label}, {before} examples/s; no change timed as kept"
         else:
             opt = rate_text(self.optimized, self.optimized_range)
-            ratio = ratio_text(c.ratio, c.low, c.high)
+            ratio = paired_ratio(c.ratio, c.low, c.high)
             text = f"final check: original {before} vs optimized {opt} examples/s, {ratio}"
             if not c.faster:
                 text += ": not faster, no speed change kept"
@@ -410,7 +402,7 @@ def final_check(
     before, after = a.examples_per_s.median, b.examples_per_s.median
     if check.faster:
         return Outcome(before, after, check, True, FINAL_CHECK, _span(a), after, _span(b))
-    ratio = ratio_text(check.ratio, check.low, check.high)
+    ratio = paired_ratio(check.ratio, check.low, check.high)
     _drop(trials, f"the final check found no gain (together {ratio} of the original)")
     return Outcome(before, before, check, False, FINAL_CHECK, _span(a), after, _span(b))
 
