@@ -114,7 +114,7 @@ def test_model_takes_a_real_batch(case: cases.Case, data_root: Path):
 # (optimize(ds, None) raised OutputsError on the YOLOv3 cases' three label tensors until
 # the stand-in model's loss stopped reading the labels.)
 DOCTOR_FAILS: dict[str, str] = {}
-DOCTOR_BUDGET_S = 8.0
+DOCTOR_BUDGET_S = 5.0
 
 
 def _outputs_error() -> type[Exception]:

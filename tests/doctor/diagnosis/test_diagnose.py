@@ -12,9 +12,17 @@ import pytest
 import tensorflow as tf
 
 from tfperf.config import config_from_dict
-from tfperf.doctor.diagnosis.diagnose import diagnose, inconsistency
+from tfperf.doctor.diagnosis.diagnose import (
+    MIN_REQUIRED_REPEATS,
+    REQUIRED,
+    diagnose,
+    inconsistency,
+    top_up,
+)
+from tfperf.doctor.probes.budget import Budget
 from tfperf.doctor.probes.generator_sample import LEAST
-from tfperf.measure import Measurement, Run
+from tfperf.doctor.probes.target import dataset_probe
+from tfperf.measure import Measurement, Run, side_by_side
 from tfperf.observe.feed import verdict_for
 
 from helpers import slow_pipelines as sp
@@ -259,3 +267,29 @@ def test_a_verdict_without_a_rate_says_which_and_what_the_others_say():
     assert "the model's step sets the pace" in drawn_without(["training"], fast, slow)
     both = drawn_without(["pipeline", "training"], Measurement("pipeline"), fast)
     assert both.startswith("not measured (pipeline, training: ") and "pace" not in both
+
+
+def _required_probes() -> list:
+    d = config_from_dict({"doctor": dict(FAST)}).doctor
+    ds = tf.data.Dataset.range(10_000).map(lambda x: tf.cast(x, tf.float32)).batch(32)
+    probes = [dataset_probe(name, ds, d, time_limit=0.2) for name in REQUIRED]
+    stage = dataset_probe("stage map#1", ds, d, time_limit=0.2)
+    return [*probes, stage]
+
+
+@pytest.mark.parametrize(("seconds", "rounds"), [(60.0, MIN_REQUIRED_REPEATS), (0.01, 1)])
+def test_the_required_rates_get_their_repeats_when_a_round_fits(seconds, rounds):
+    """One round of everything (as when the stage prefixes took the phase's time), then the
+    three required rates alone until each has MIN_REQUIRED_REPEATS repeats; a budget with no
+    room for a round adds none. The stage prefix is never timed again."""
+    probes = _required_probes()
+    measured = side_by_side(probes, repeats=1)
+    top_up(
+        measured,
+        probes,
+        config_from_dict({"doctor": dict(FAST)}).doctor,
+        lambda _: None,
+        Budget(seconds),
+    )
+    assert [len(measured[n].runs) for n in REQUIRED] == [rounds] * 3
+    assert len(measured["stage map#1"].runs) == 1

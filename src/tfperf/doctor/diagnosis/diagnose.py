@@ -186,6 +186,10 @@ def inconsistency(pipeline: Measurement, compute: Measurement, training: Measure
 
 REQUIRED = ("pipeline", "compute limit", "training")  # the three rates every verdict needs
 NOT_MEASURED = "not measured"  # how a verdict lacking one of them starts
+# Fewer timed repeats of a required rate give no spread worth the name: beside two CPU hogs
+# one repeat gave a bare verdict in one run and a false "inconsistent" in the next.
+MIN_REQUIRED_REPEATS = 3
+TOP_UP_SHARE = 0.4  # of the time left that the required rates' extra rounds may take
 
 
 def _timed(m: Measurement) -> bool:
@@ -241,6 +245,41 @@ def not_measured(cfg: RunConfig, graph: lint.DatasetGraph, why: str, budget: Bud
         + [f"give a larger budget (budget_s, --budget) than {budget.seconds:.0f} s"],
         target=cfg.doctor.target,
     )
+
+
+def _timed_repeats(m: Measurement) -> int:
+    return sum(1 for r in m.runs if r.seconds > 0)
+
+
+def top_up(
+    measured: dict[str, Measurement],
+    probes: list[Probe],
+    d: DoctorConfig,
+    tick: Tick,
+    budget: Budget,
+) -> None:
+    """Rounds of the three required rates alone, appended to `measured`, while one of them
+    has fewer than MIN_REQUIRED_REPEATS timed repeats and a round fits in TOP_UP_SHARE of the
+    time left: the stage prefixes, timed in the same rounds, can leave time for one round
+    only, and the verdict and its range are drawn from these three. Stage costs pair rounds
+    by index, so the extra rounds (beyond the stages' last) pair with nothing."""
+    required = [p for p in probes if p.name in REQUIRED]
+    have = min(_timed_repeats(measured[p.name]) for p in required)
+    if have == 0 or have >= MIN_REQUIRED_REPEATS:
+        return  # an abandoned rate gets no second chance; enough repeats need none
+    # A round takes about what the slowest repeats took, plus a warm-up as long.
+    round_s = sum(2 * max(r.seconds for r in measured[p.name].runs) for p in required)
+    seconds = budget.left() * TOP_UP_SHARE
+    if round_s > seconds:
+        return
+    more = side_by_side(
+        required,
+        repeats=MIN_REQUIRED_REPEATS - have,
+        on_run=lambda name, _: tick(name),
+        time_limit=seconds - round_s,  # no round starts that would end past `seconds`
+    )
+    for name, m in more.items():
+        measured[name].runs.extend(r for r in m.runs if r.seconds > 0)
 
 
 def _note(name: str, exc: Exception) -> str:
@@ -328,6 +367,7 @@ def diagnose(
         capped, target, train_ds, batch, d, errors, budget, seconds, served
     )
     measured = _measure(probes, d, tick, seconds)
+    top_up(measured, probes, d, tick, budget)
     pipeline, compute, training = (
         measured["pipeline"],
         measured["compute limit"],
