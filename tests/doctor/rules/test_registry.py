@@ -144,3 +144,17 @@ def test_a_tie_between_findings_is_said():
     ]
     # Findings without a speed gain (RAM risks) are not a tie worth a statement.
     assert not _timed_tie([_finding("a", None), _finding("b", None)])
+
+
+def test_input_findings_come_first_when_any_repeat_of_training_was_input_bound(evidence):
+    from tfperf.doctor.rules.registry import input_first
+    from tfperf.observe.feed import MODERATELY
+
+    ds = tf.data.Dataset.range(8).batch(4)
+    below, above = MODERATELY * 0.5, MODERATELY * 1.5
+    assert not input_first(evidence(ds, input_bound_fraction=below))
+    assert input_first(evidence(ds, input_bound_fraction=above))
+    # A median below the threshold with one repeat above it: between two verdicts, the
+    # input advice keeps its place (the order no longer follows the median's side).
+    assert input_first(evidence(ds, input_bound_fraction=below, input_bound_high=above))
+    assert not input_first(evidence(ds, input_bound_fraction=below, input_bound_high=below))

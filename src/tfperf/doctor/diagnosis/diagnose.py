@@ -425,6 +425,7 @@ def diagnose(
         compute=compute.examples_per_s.median,
         training=training.examples_per_s.median,
         input_bound_fraction=training.input_bound_fraction,
+        input_bound_high=max(training.input_bound_fractions, default=None),
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,

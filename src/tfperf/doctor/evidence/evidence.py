@@ -58,6 +58,9 @@ class Evidence:
     cores: int = field(default_factory=cpu_count)
     source: UserSource | None = None  # the user's data.pipeline function, for file:line
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
+    # (c)'s most input-bound repeat (None: as input_bound_fraction): a verdict between two
+    # bands keeps the input advice first, as it keeps it at all.
+    input_bound_high: float | None = None
     compute_cpu: float = 0.0  # CPU seconds per example of (b)
     accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
     # Local accelerators (GPUs, TPU cores) and how many the run trains on.

@@ -98,6 +98,15 @@ def run_rules(ctx: Evidence) -> list[Finding]:
     return ranked_with_ties(ctx)[0]
 
 
+def input_first(ctx: Evidence) -> bool:
+    """Whether the input findings rank before the compute ones: while the input is the
+    limit, compute changes cannot show their gain. Any repeat of training past the
+    threshold counts: near it the median flipped the order (and the first finding) from
+    one run to the next beside two CPU hogs."""
+    high = max(ctx.input_bound_fraction, ctx.input_bound_high or 0.0)
+    return high >= MODERATELY
+
+
 def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]:
     """Every registered rule's findings on `ctx`, ranked, and the runs of findings whose
     expected gains tied within the noise (TIE), each run in its priority order."""
@@ -105,8 +114,7 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
     for r in _REGISTRY.values():
         found.extend(r.detect(ctx))
 
-    # While the input is the limit, compute changes cannot show their gain: input first.
-    input_bound = ctx.input_bound_fraction >= MODERATELY
+    input_bound = input_first(ctx)
 
     def group(f: Finding) -> tuple[bool, bool, bool, bool]:
         r = _REGISTRY.get(f.code)
