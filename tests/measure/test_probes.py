@@ -97,6 +97,20 @@ def test_training_probe_runs_a_compiled_step_and_reports_its_input_wait():
     assert float(w.numpy()) == 2 * (2 + 2 + 5) * 24
 
 
+def test_a_runner_that_counts_its_examples_is_believed_over_full_batches():
+    """A runner returning (wait, examples) sets the repeat's examples: 5 steps of a
+    pipeline whose batches hold 8, 8, 3 rows are 30 examples, not 5 x 8."""
+    rows = [8, 8, 3, 8, 3]
+
+    def steps(it, n):
+        return 0.0, sum(rows[:n])
+
+    probe = training_probe(
+        "t", steps, tf.data.Dataset.range(100), steps=5, warmup=1, examples_per_step=8
+    )
+    assert probe().examples == 30
+
+
 def test_leading_dim_and_repeat_if_finite():
     assert leading_dim((tf.zeros([7, 2]), tf.zeros([7]))) == 7
     assert leading_dim(tf.constant(3)) == 1

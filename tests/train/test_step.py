@@ -88,3 +88,15 @@ def test_print_tensors_names_the_layers_there_are():
     with pytest.raises(UserError, match=r"--print-tensors: no layer 'hidden'; expected one of"):
         _train_step(_model(), print_tensors=["hidden"])
     assert _train_step(_model(), print_tensors=["out", "loss"]).print_names == ["out", "loss"]
+
+
+def test_a_call_counts_the_rows_of_its_batches_a_partial_one_too():
+    """19 examples in batches of 8: 8, 8 and 3 rows, as a pipeline without drop_remainder
+    ends its epoch; a count of full batches would say 24 (the doctor's training rate read
+    1.6x too fast on 40 images in batches of 32)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(19, 4)).astype("float32")
+    y = rng.normal(size=(19, 1)).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8).repeat()
+    out = _train_step(_model())(iter(ds), 3)
+    assert float(out["examples"]) == 19

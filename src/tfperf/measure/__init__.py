@@ -16,6 +16,7 @@ from tfperf.measure.examples import ExampleDiff, compare_examples, same_examples
 from tfperf.measure.probes import (
     Probe,
     StepRunner,
+    batch_rows,
     cached_batch,
     leading_dim,
     measure_datasets,
@@ -36,6 +37,7 @@ __all__ = [
     "Run",
     "Stat",
     "StepRunner",
+    "batch_rows",
     "cached_batch",
     "compare",
     "compare_examples",

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 # A step runner: runs `n` train steps pulling from `iterator`; returns the seconds it
-# waited for input (0.0 when it does not know). Reading its result must wait for the steps.
-StepRunner = Callable[[Any, int], float]
+# waited for input (0.0 when it does not know), or that and the examples its batches held
+# (a last partial batch, variable batches: without the count each step counts a full
+# batch). Reading its result must wait for the steps.
+StepRunner = Callable[[Any, int], "float | tuple[float, int]"]
 OnRun = Callable[[str, int], None]  # (variant name, repeat index) after each timed repeat
 
 
@@ -51,7 +53,7 @@ def leading_dim(element: Any) -> int:
     return int(shape[0]) if shape[0] is not None else int(tf.shape(first)[0])
 
 
-def _rows(first: Any) -> Any:
+def batch_rows(first: Any) -> Any:
     """Rows of an element's first component inside a compiled function (an int64 tensor, or
     1 for a scalar): a ragged tensor's nrows, a sparse one's dense_shape[0]."""
     import tensorflow as tf
@@ -96,7 +98,7 @@ def _consumer() -> Any:
             # Elements here are batches; not expand_composites: a ragged or sparse first
             # component counts its rows, not its flat values.
             first = tf.nest.flatten(next(it))[0]
-            count += tf.cast(_rows(first), tf.int64)
+            count += tf.cast(batch_rows(first), tf.int64)
         return count
 
     return consume
@@ -240,15 +242,18 @@ def training_probe(
                 per_call = max(1, min(steps, int(time_limit / 4 / step_s)))
                 run_steps(it, max(1, min(warmup, per_call)))
             wait = 0.0
-            done = 0
+            done = examples = 0
             with _Timer() as t:
                 start = time.perf_counter()
                 while _more(done, 1, time.perf_counter() - start, min_seconds, time_limit):
-                    wait += float(run_steps(it, per_call))
+                    got = run_steps(it, per_call)
+                    waited, held = got if isinstance(got, tuple) else (got, 0)
+                    wait += float(waited)
+                    examples += held if isinstance(got, tuple) else per_call * examples_per_step
                     done += per_call
         finally:
             del it
-        return Run(t.seconds, done, done * examples_per_step, t.cpu, wait)
+        return Run(t.seconds, done, examples, t.cpu, wait)
 
     return Probe(name, run_once)
 

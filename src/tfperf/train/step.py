@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tfperf.errors import UserError
+from tfperf.measure.probes import batch_rows
 from tfperf.train.model import adapt_features
 from tfperf.train.objectives import match_rank, to_float32
 from tfperf.train.outputs import Objectives
@@ -74,12 +75,20 @@ def signature_diff(old: dict[str, str], new: dict[str, str]) -> str:
     return "; ".join(lines) or "no input changed (a Python value captured by the function did)"
 
 
+def _rows_of(batch: Any) -> Any:
+    """The examples in one replica's batch: its first component's rows, as float64."""
+    import tensorflow as tf
+
+    return tf.cast(batch_rows(tf.nest.flatten(batch)[0]), tf.float64)
+
+
 class TrainStep:
     """Runs `num_steps` optimizer steps per call inside one tf.function.
 
     Call with (iterator, num_steps as an int32 tensor); returns a dict of tensors:
-    loss (mean over the steps), wait_s (input wait summed), each per-example metric's mean
-    and each stateful metric's result over the call's batches (reset at each call).
+    loss (mean over the steps), wait_s (input wait summed), examples (the batches' rows),
+    each per-example metric's mean and each stateful metric's result over the call's batches
+    (reset at each call).
 
     `loss_fn` is the bound `Objectives` (several outputs, loss weights, stateful metrics:
     train/outputs.py), or one loss function with `metric_fns` for a single output.
@@ -206,6 +215,7 @@ class TrainStep:
         strategy = self.strategy
         loss_sum = tf.constant(0.0, tf.float32)
         wait = tf.constant(0.0, tf.float64)
+        examples = tf.constant(0.0, tf.float64)  # a partial or variable batch counts its rows
         names = self.objectives.per_example_names
         # Stateful metrics (AUC, ...) cover this call's batches, as fit's cover its epoch.
         for _, metric in self.objectives.stateful:
@@ -222,6 +232,8 @@ class TrainStep:
             with tf.control_dependencies(tf.nest.flatten(batch, expand_composites=True)):
                 t1 = tf.timestamp()
             wait += t1 - t0
+            rows = strategy.run(_rows_of, args=(batch,))
+            examples += strategy.reduce(tf.distribute.ReduceOp.SUM, rows, axis=None)
             loss, mvals = strategy.run(self._replica_fn, args=(batch,))
             loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             if names:
@@ -233,7 +245,7 @@ class TrainStep:
                 )
             self.step_var.assign_add(1)
         n = tf.cast(tf.maximum(num_steps, 1), tf.float32)
-        out = {"loss": loss_sum / n, "wait_s": wait}
+        out = {"loss": loss_sum / n, "wait_s": wait, "examples": examples}
         out.update({f"metrics/{k}": msums[i] / n for i, k in enumerate(names)})
         with tf.control_dependencies([loss_sum]):
             for k, metric in self.objectives.stateful:

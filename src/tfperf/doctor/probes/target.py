@@ -50,8 +50,12 @@ class StepTarget:
             return self.step.run_fed
         step = self.train_step
         assert step is not None
-        # Reading the result waits for the compiled call to finish.
-        return lambda it, n: float(step(it, n)["wait_s"])
+
+        def run(it: Any, n: int) -> tuple[float, int]:
+            out = step(it, n)  # reading the result waits for the compiled call to finish
+            return float(out["wait_s"]), int(out["examples"])
+
+        return run
 
     @property
     def run_cached(self) -> StepRunner | None:
