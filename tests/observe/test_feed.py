@@ -59,9 +59,9 @@ def test_verdict_thresholds(fraction, verdict):
     ("fractions", "statement"),
     [
         ([0.05, 0.14, 0.09], None),  # every repeat moderately input-bound: a clear verdict
-        ([0.049, 0.14], "between moderately and not input-bound: 5-14%"),
+        ([0.049, 0.14], "between input-bound and not input-bound: 5-14%"),
         ([0.30, 0.12, 0.25], "between highly and moderately input-bound: 12-30%"),
-        ([0.02, 0.40], "between highly and not input-bound: 2-40%"),
+        ([0.02, 0.40], "between input-bound and not input-bound: 2-40%"),
         ([0.5], None),
         ([], None),
     ],
@@ -109,3 +109,10 @@ def test_without_autotune_there_is_no_model():
     next(it)
     assert pipeline_snapshot(it) is None
     assert tf_data_iterators(object()) == []
+
+
+def test_a_verdict_the_rates_put_near_the_boundary_says_why():
+    from tfperf.observe.feed import near_boundary
+
+    said = near_boundary([0.01, 0.03], "the two rates overlap")
+    assert said == "between input-bound and not input-bound: 1-3% (the two rates overlap)"

@@ -17,6 +17,7 @@ from tfperf.doctor.diagnosis.diagnose import (
     REQUIRED,
     diagnose,
     inconsistency,
+    rates_overlap,
     top_up,
 )
 from tfperf.doctor.probes.budget import Budget
@@ -293,3 +294,12 @@ def test_the_required_rates_get_their_repeats_when_a_round_fits(seconds, rounds)
     )
     assert [len(measured[n].runs) for n in REQUIRED] == [rounds] * 3
     assert len(measured["stage map#1"].runs) == 1
+
+
+def test_a_pipeline_alone_that_overlaps_the_compute_limit_may_set_the_pace():
+    """Overlapping repeats: the input may be the limit on a busier host (said, with both
+    ranges); one faster in every repeat: no such statement."""
+    said = rates_overlap(_rates("pipeline", 4900, 10000), _rates("compute", 6300, 7900))
+    assert said is not None and "4,900-10,000" in said and "6,300-7,900" in said
+    assert rates_overlap(_rates("pipeline", 20000, 30000), _rates("compute", 6300, 7900)) is None
+    assert rates_overlap(_rates("pipeline", 100, 200), _rates("compute", 6300, 7900)) is None

@@ -158,3 +158,5 @@ def test_input_findings_come_first_when_any_repeat_of_training_was_input_bound(e
     # input advice keeps its place (the order no longer follows the median's side).
     assert input_first(evidence(ds, input_bound_fraction=below, input_bound_high=above))
     assert not input_first(evidence(ds, input_bound_fraction=below, input_bound_high=below))
+    # A pipeline alone that overlaps the compute limit may set the pace: input first too.
+    assert input_first(evidence(ds, input_bound_fraction=below, input_may_limit=True))

@@ -70,7 +70,7 @@ from tfperf.measure import (
     repeat_if_finite,
     side_by_side,
 )
-from tfperf.observe.feed import verdict_for, verdict_range
+from tfperf.observe.feed import near_boundary, verdict_for, verdict_range
 from tfperf.util.format import number
 
 if TYPE_CHECKING:
@@ -182,6 +182,23 @@ def inconsistency(pipeline: Measurement, compute: Measurement, training: Measure
         else ""
     )
     return " and ".join(faster) + " beyond their spreads" + why
+
+
+def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
+    """Why the input may set the pace although training barely waited: the pipeline alone's
+    repeats and the compute limit's overlap (chess beside two CPU hogs: 4,901-10,007 and
+    6,347-7,941 examples/s; its wait read 1-3% in one run, 3-22% in the next). None when
+    one is faster than the other in every repeat."""
+    p, c = pipeline.examples_per_s, compute.examples_per_s
+    if not (_timed(pipeline) and _timed(compute)) or p.max <= 0 or c.max <= 0:
+        return None
+    if p.min > c.max or c.min > p.max:
+        return None
+    return (
+        f"the pipeline alone, {number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, "
+        f"and the compute limit, {number(c.median)} ({number(c.min)}-{number(c.max)}), "
+        "overlap: on a busier host the input may set the pace"
+    )
 
 
 REQUIRED = ("pipeline", "compute limit", "training")  # the three rates every verdict needs
@@ -419,6 +436,7 @@ def diagnose(
     if served:
         notes.append(SERVICE_NOTE)
     shuffle_bytes = {i: n for i, n in capped.bytes_in.items() if graph.stages[i].kind == "shuffle"}
+    close = None if inconsistent or missing else rates_overlap(pipeline, compute)
     evidence = Evidence(
         graph=graph,
         pipeline=pipeline.examples_per_s.median,
@@ -426,6 +444,7 @@ def diagnose(
         training=training.examples_per_s.median,
         input_bound_fraction=training.input_bound_fraction,
         input_bound_high=max(training.input_bound_fractions, default=None),
+        input_may_limit=close is not None,
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,
@@ -462,6 +481,8 @@ def diagnose(
     findings = cache_findings(capped, evidence.budget) + ranked
     fractions = training.input_bound_fractions
     boundary = None if inconsistent or missing else verdict_range(fractions)
+    if boundary is None and close is not None and verdict == "not input-bound":
+        boundary = near_boundary(fractions, close)
     # Input advice is dropped only when every repeat says not input-bound: a verdict near
     # the boundary kept it in one run and dropped it in the next.
     if verdict == "not input-bound" and boundary is None and not on_target:

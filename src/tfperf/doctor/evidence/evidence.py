@@ -61,6 +61,9 @@ class Evidence:
     # (c)'s most input-bound repeat (None: as input_bound_fraction): a verdict between two
     # bands keeps the input advice first, as it keeps it at all.
     input_bound_high: float | None = None
+    # The pipeline alone and the compute limit overlap within their repeats: the input may
+    # set the pace, whatever training's wait read (diagnose.rates_overlap).
+    input_may_limit: bool = False
     compute_cpu: float = 0.0  # CPU seconds per example of (b)
     accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
     # Local accelerators (GPUs, TPU cores) and how many the run trains on.

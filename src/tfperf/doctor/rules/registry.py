@@ -101,10 +101,11 @@ def run_rules(ctx: Evidence) -> list[Finding]:
 def input_first(ctx: Evidence) -> bool:
     """Whether the input findings rank before the compute ones: while the input is the
     limit, compute changes cannot show their gain. Any repeat of training past the
-    threshold counts: near it the median flipped the order (and the first finding) from
-    one run to the next beside two CPU hogs."""
+    threshold counts, and so do a pipeline alone and a compute limit that overlap: near the
+    threshold the median flipped the order (and the first finding) from one run to the
+    next beside two CPU hogs."""
     high = max(ctx.input_bound_fraction, ctx.input_bound_high or 0.0)
-    return high >= MODERATELY
+    return high >= MODERATELY or ctx.input_may_limit
 
 
 def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]:
