@@ -64,7 +64,7 @@ def _rates(name: str, *rates: float) -> Measurement:
         # Training at or below both, or above within their spreads: consistent.
         ((1000, 1100), (5000, 5200), (900, 950), None),
         ((1000, 1100), (5000, 5200), (1050, 1120), None),
-        # Above the pipeline's fastest repeat, but within MARGIN (15%) of it: consistent.
+        # Above the pipeline's fastest repeat, but within MARGIN (30%) of it: consistent.
         ((1000, 1100), (5000, 5200), (1200, 1250), None),
         # Training's slowest repeat above the pipeline alone's fastest: no verdict.
         (
@@ -78,9 +78,9 @@ def _rates(name: str, *rates: float) -> Measurement:
         (
             (900, 1800),
             (1000, 1050),
-            (2100, 2200),
-            "training 2,150 (2,100-2,200) examples/s is faster than the pipeline alone 1,350 "
-            "(900-1,800) and training 2,150 (2,100-2,200) examples/s is faster than the "
+            (2500, 2600),
+            "training 2,550 (2,500-2,600) examples/s is faster than the pipeline alone 1,350 "
+            "(900-1,800) and training 2,550 (2,500-2,600) examples/s is faster than the "
             "compute limit 1,025 (1,000-1,050) beyond their spreads; the host's load changed "
             "between rounds (slowest to fastest repeat: pipeline 2.0x)",
         ),
@@ -297,9 +297,10 @@ def test_the_required_rates_get_their_repeats_when_a_round_fits(seconds, rounds)
 
 
 def test_a_pipeline_alone_that_overlaps_the_compute_limit_may_set_the_pace():
-    """Overlapping repeats: the input may be the limit on a busier host (said, with both
-    ranges); one faster in every repeat: no such statement."""
+    """Overlapping repeats, or medians within NEAR: input or model may set the pace (said,
+    with both ranges); one clearly faster in every repeat: no such statement."""
     said = rates_overlap(_rates("pipeline", 4900, 10000), _rates("compute", 6300, 7900))
     assert said is not None and "4,900-10,000" in said and "6,300-7,900" in said
+    assert rates_overlap(_rates("pipeline", 8000, 8200), _rates("compute", 6800, 7000))
     assert rates_overlap(_rates("pipeline", 20000, 30000), _rates("compute", 6300, 7900)) is None
     assert rates_overlap(_rates("pipeline", 100, 200), _rates("compute", 6300, 7900)) is None
