@@ -296,6 +296,14 @@ def test_the_required_rates_get_their_repeats_when_a_round_fits(seconds, rounds)
     assert len(measured["stage map#1"].runs) == 1
 
 
+def test_one_repeat_asked_for_is_one_repeat():
+    probes = _required_probes()
+    measured = side_by_side(probes, repeats=1)
+    one = config_from_dict({"doctor": {**FAST, "repeats": 1}}).doctor
+    top_up(measured, probes, one, lambda _: None, Budget(60.0))
+    assert [len(measured[n].runs) for n in REQUIRED] == [1, 1, 1]
+
+
 def test_a_pipeline_alone_that_overlaps_the_compute_limit_may_set_the_pace():
     """Overlapping repeats, or medians within NEAR: input or model may set the pace (said,
     with both ranges); one clearly faster in every repeat: no such statement."""

@@ -292,7 +292,8 @@ def top_up(
     by index, so the extra rounds (beyond the stages' last) pair with nothing."""
     required = [p for p in probes if p.name in REQUIRED]
     have = min(_timed_repeats(measured[p.name]) for p in required)
-    if have == 0 or have >= MIN_REQUIRED_REPEATS:
+    # doctor.repeats: 1 (--repeats 1) asks for one repeat: no extra rounds then.
+    if have == 0 or have >= MIN_REQUIRED_REPEATS or d.repeats < 2:
         return  # an abandoned rate gets no second chance; enough repeats need none
     # A round takes about what the slowest repeats took, plus a warm-up as long.
     round_s = sum(2 * max(r.seconds for r in measured[p.name].runs) for p in required)
