@@ -15,6 +15,7 @@ from tfperf.config import config_from_dict
 from tfperf.doctor.diagnosis.diagnose import (
     MIN_REQUIRED_REPEATS,
     REQUIRED,
+    boundary_of,
     diagnose,
     inconsistency,
     rates_overlap,
@@ -312,3 +313,13 @@ def test_a_pipeline_alone_that_overlaps_the_compute_limit_may_set_the_pace():
     assert rates_overlap(_rates("pipeline", 8000, 8200), _rates("compute", 6800, 7000))
     assert rates_overlap(_rates("pipeline", 20000, 30000), _rates("compute", 6300, 7900)) is None
     assert rates_overlap(_rates("pipeline", 100, 200), _rates("compute", 6300, 7900)) is None
+
+
+def test_close_rates_make_a_boundary_statement_unless_every_repeat_was_highly_input_bound():
+    close = "the two rates overlap"
+    assert boundary_of([0.01, 0.03], close) == (
+        "between input-bound and not input-bound: 1-3% (the two rates overlap)"
+    )
+    assert boundary_of([0.13, 0.25], close).startswith("between input-bound and not")
+    assert boundary_of([0.32, 0.39], close) is None  # input-bound however close the rates
+    assert boundary_of([0.01, 0.03], None) is None

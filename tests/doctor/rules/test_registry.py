@@ -160,3 +160,24 @@ def test_input_findings_come_first_when_any_repeat_of_training_was_input_bound(e
     assert not input_first(evidence(ds, input_bound_fraction=below, input_bound_high=below))
     # A pipeline alone that overlaps the compute limit may set the pace: input first too.
     assert input_first(evidence(ds, input_bound_fraction=below, input_may_limit=True))
+
+
+def test_the_tie_factor_follows_the_pipelines_spread_within_its_bounds(evidence):
+    from tfperf.doctor.rules.registry import MAX_TIE, TIE, tie_factor
+
+    ds = tf.data.Dataset.range(8).batch(4)
+    assert tie_factor(evidence(ds)) == TIE  # one repeat, or a quiet host
+    assert tie_factor(evidence(ds, spread=1.6)) == 1.6
+    assert tie_factor(evidence(ds, spread=5.0)) == MAX_TIE
+
+
+def test_gains_within_a_noisy_runs_spread_tie():
+    from tfperf.doctor.rules.registry import _tied_runs, tie_statement
+
+    pri = {"per_example_map": 80, "sequential_map": 100}
+    found = [_finding("sequential_map", 2.0), _finding("per_example_map", 1.4)]
+    quiet = _tied_runs(found, lambda f: (), lambda f: pri[f.code])
+    noisy = _tied_runs(found, lambda f: (), lambda f: pri[f.code], 1.6)
+    assert [len(run) for run in quiet] == [1, 1]
+    assert [[f.code for f in run] for run in noisy] == [["per_example_map", "sequential_map"]]
+    assert "within the noise (1.6x of each other)" in tie_statement(noisy[0], 1.6)

@@ -59,7 +59,7 @@ from tfperf.doctor.probes.target import (
     train_probe,
 )
 from tfperf.doctor.rewrites.edits import set_deterministic
-from tfperf.doctor.rules import RULES, ranked_with_ties, tie_statement
+from tfperf.doctor.rules import RULES, ranked_with_ties, tie_factor, tie_statement
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import (
     Comparison,
@@ -70,7 +70,7 @@ from tfperf.measure import (
     repeat_if_finite,
     side_by_side,
 )
-from tfperf.observe.feed import near_boundary, verdict_for, verdict_range
+from tfperf.observe.feed import HIGHLY, near_boundary, verdict_for, verdict_range
 from tfperf.util.format import number
 
 if TYPE_CHECKING:
@@ -211,6 +211,17 @@ def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
     )
 
 
+def boundary_of(fractions: list[float], close: str | None) -> str | None:
+    """The boundary statement of a verdict: `close` (the two rates within the noise of each
+    other) makes one whatever the repeats said, unless every repeat was highly input-bound
+    (a pipeline that starves training by a fifth or more is input-bound however close the
+    rates: jena's 32-39% had read "between" for overlapping rates); else the repeats'
+    straddle of a threshold (verdict_range), or None."""
+    if close is not None and min(fractions, default=0.0) < HIGHLY:
+        return near_boundary(fractions, close)
+    return verdict_range(fractions)
+
+
 REQUIRED = ("pipeline", "compute limit", "training")  # the three rates every verdict needs
 NOT_MEASURED = "not measured"  # how a verdict lacking one of them starts
 # Fewer timed repeats of a required rate give no spread worth the name: beside two CPU hogs
@@ -272,6 +283,12 @@ def not_measured(cfg: RunConfig, graph: lint.DatasetGraph, why: str, budget: Bud
         + [f"give a larger budget (budget_s, --budget) than {budget.seconds:.0f} s"],
         target=cfg.doctor.target,
     )
+
+
+def _spread(m: Measurement) -> float:
+    """Slowest to fastest repeat of `m` (1.0 for fewer than two)."""
+    r = m.examples_per_s
+    return r.max / r.min if len(m.runs) > 1 and r.min > 0 else 1.0
 
 
 def _timed_repeats(m: Measurement) -> int:
@@ -456,6 +473,7 @@ def diagnose(
         input_bound_fraction=training.input_bound_fraction,
         input_bound_high=max(training.input_bound_fractions, default=None),
         input_may_limit=close is not None,
+        spread=_spread(pipeline),
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,
@@ -491,16 +509,15 @@ def diagnose(
         ranked = pipeline_first(ranked)
     findings = cache_findings(capped, evidence.budget) + ranked
     fractions = training.input_bound_fractions
-    boundary = None if inconsistent or missing else verdict_range(fractions)
-    if close is not None and not (inconsistent or missing):
-        boundary = near_boundary(fractions, close)  # whatever this run's repeats said
+    boundary = None if inconsistent or missing else boundary_of(fractions, close)
     # Input advice is dropped only when every repeat says not input-bound: a verdict near
     # the boundary kept it in one run and dropped it in the next.
     if verdict == "not input-bound" and boundary is None and not on_target:
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
     kept = {id(f) for f in findings}
-    notes += [tie_statement(run) for run in ties if all(id(f) in kept for f in run)]
+    tie = tie_factor(evidence)
+    notes += [tie_statement(run, tie) for run in ties if all(id(f) in kept for f in run)]
     # A generator's finding gets the API call that replaces it and its gain on a sample.
     # Within what the budget has left (5% of it at least): a slow generator took minutes.
     sample_s = max(budget.left(), 0.05 * budget.seconds)

@@ -20,6 +20,7 @@ from tfperf.doctor.rules.registry import (
     registered,
     rule,
     run_rules,
+    tie_factor,
     tie_statement,
 )
 
@@ -57,5 +58,6 @@ __all__ = [
     "register",
     "rule",
     "run_rules",
+    "tie_factor",
     "tie_statement",
 ]
