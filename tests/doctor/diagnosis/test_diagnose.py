@@ -12,15 +12,8 @@ import pytest
 import tensorflow as tf
 
 from tfperf.config import config_from_dict
-from tfperf.doctor.diagnosis.diagnose import (
-    MIN_REQUIRED_REPEATS,
-    REQUIRED,
-    boundary_of,
-    diagnose,
-    inconsistency,
-    rates_overlap,
-    top_up,
-)
+from tfperf.doctor.diagnosis.diagnose import MIN_REQUIRED_REPEATS, diagnose, top_up
+from tfperf.doctor.diagnosis.verdict import REQUIRED, boundary_of, inconsistency, rates_overlap
 from tfperf.doctor.probes.budget import Budget
 from tfperf.doctor.probes.generator_sample import LEAST
 from tfperf.doctor.probes.target import dataset_probe
@@ -259,7 +252,7 @@ def test_a_verdict_without_a_rate_says_which_and_what_the_others_say():
     """Issue 30: a rate abandoned at the budget's end makes a verdict 'not measured'
     naming it; with only training missing, the two measured rates still say which side
     sets the pace."""
-    from tfperf.doctor.diagnosis.diagnose import drawn_without
+    from tfperf.doctor.diagnosis.verdict import drawn_without
 
     slow = Measurement("pipeline", [Run(1.0, 10, 300), Run(1.0, 10, 320)])
     fast = Measurement("compute limit", [Run(1.0, 10, 9000)])

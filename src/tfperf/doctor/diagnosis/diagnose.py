@@ -6,7 +6,7 @@ them into a `Diagnosis`.
 
 Reading the graph is graph/'s job, judging rules/' (on evidence/'s `Evidence`), building
 probes probes/target.py's; stages.py makes the stage prefixes' probes, what_ifs.py the
-what-ifs'.
+what-ifs', verdict.py draws the verdict from the three rates.
 """
 
 from __future__ import annotations
@@ -28,6 +28,16 @@ from tfperf.doctor.diagnosis.stages import (
     slowest_stage,
     stage_probes,
     stage_timings,
+)
+from tfperf.doctor.diagnosis.verdict import (
+    INCONSISTENT,
+    NOT_MEASURED,
+    REQUIRED,
+    boundary_of,
+    drawn_without,
+    inconsistency,
+    rates_overlap,
+    timed,
 )
 from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
 from tfperf.doctor.evidence.evidence import (
@@ -70,8 +80,7 @@ from tfperf.measure import (
     repeat_if_finite,
     side_by_side,
 )
-from tfperf.observe.feed import HIGHLY, near_boundary, verdict_for, verdict_range
-from tfperf.util.format import number
+from tfperf.observe.feed import verdict_for
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -142,111 +151,10 @@ def _paired(
     return out
 
 
-INCONSISTENT = "inconsistent measurement"  # the verdict when none can be drawn
-# Training's slowest repeat must beat the other's fastest by this much to be inconsistent:
-# a few short repeats understate the noise, and training's probe warms up longer (two
-# untimed calls to the pipeline probe's one), so autotune has ramped further: a py_function
-# pipeline read 2,447 (2,411-2,483) examples/s in training, ~2,200 alone, beside a test run.
-# Beside two CPU hogs 15% still gave "inconsistent" in 1 of 5 runs of one pipeline: the
-# repeats of one run do not sample a loaded host's slower swings (its pipeline alone read
-# 2,396 and 6,642 examples/s in two runs minutes apart).
-MARGIN = 0.3
-# Load swings between rounds beyond this (slowest / fastest repeat of one variant) are
-# named as the likely cause of an inconsistent measurement.
-SWING = 1.5
-
-
-def inconsistency(pipeline: Measurement, compute: Measurement, training: Measurement) -> str | None:
-    """Why training cannot be as measured: faster than the pipeline alone that feeds it or
-    than the compute limit, beyond both spreads (its slowest repeat above the other's
-    fastest, by more than MARGIN); None when consistent. Names the host's load
-    changing between rounds as the cause when a variant's repeats swung by SWING."""
-    train = training.examples_per_s
-    if not training.runs or train.min <= 0:
-        return None
-    faster = [
-        f"training {number(train.median)} ({number(train.min)}-{number(train.max)}) examples/s "
-        f"is faster than {what} {number(r.median)} ({number(r.min)}-{number(r.max)})"
-        for what, m in (("the pipeline alone", pipeline), ("the compute limit", compute))
-        if m.runs and (r := m.examples_per_s).max > 0 and train.min > r.max * (1 + MARGIN)
-    ]
-    if not faster:
-        return None
-    swings = [
-        f"{m.name} {r.max / r.min:.1f}x"
-        for m in (pipeline, compute, training)
-        if (r := m.examples_per_s).min > 0 and r.max / r.min >= SWING
-    ]
-    why = (
-        "; the host's load changed between rounds (slowest to fastest repeat: "
-        + ", ".join(swings)
-        + ")"
-        if swings
-        else ""
-    )
-    return " and ".join(faster) + " beyond their spreads" + why
-
-
-# The pipeline alone and the compute limit this close (medians) are a tie between input
-# and model: which sets the pace depends on the host's load.
-NEAR = 1.25
-
-
-def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
-    """Why the input may or may not set the pace whatever training's wait read: the
-    pipeline alone's repeats and the compute limit's overlap, or their medians are within
-    NEAR of each other (chess beside two CPU hogs: its wait read 1-3% in one run, 13-25%
-    and 3-32% in the next ones, the two rates 6,585 and 6,393 examples/s). None when one is
-    clearly faster."""
-    p, c = pipeline.examples_per_s, compute.examples_per_s
-    if not (_timed(pipeline) and _timed(compute)) or p.max <= 0 or c.max <= 0:
-        return None
-    apart = p.min > c.max or c.min > p.max
-    if apart and max(p.median, c.median) > NEAR * min(p.median, c.median):
-        return None
-    return (
-        f"the pipeline alone, {number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, "
-        f"and the compute limit, {number(c.median)} ({number(c.min)}-{number(c.max)}), are "
-        "within the noise of each other: which sets the pace depends on the host's load"
-    )
-
-
-def boundary_of(fractions: list[float], close: str | None) -> str | None:
-    """The boundary statement of a verdict: `close` (the two rates within the noise of each
-    other) makes one whatever the repeats said, unless every repeat was highly input-bound
-    (a pipeline that starves training by a fifth or more is input-bound however close the
-    rates: jena's 32-39% had read "between" for overlapping rates); else the repeats'
-    straddle of a threshold (verdict_range), or None."""
-    if close is not None and min(fractions, default=0.0) < HIGHLY:
-        return near_boundary(fractions, close)
-    return verdict_range(fractions)
-
-
-REQUIRED = ("pipeline", "compute limit", "training")  # the three rates every verdict needs
-NOT_MEASURED = "not measured"  # how a verdict lacking one of them starts
 # Fewer timed repeats of a required rate give no spread worth the name: beside two CPU hogs
 # one repeat gave a bare verdict in one run and a false "inconsistent" in the next.
 MIN_REQUIRED_REPEATS = 3
 TOP_UP_SHARE = 0.4  # of the time left that the required rates' extra rounds may take
-
-
-def _timed(m: Measurement) -> bool:
-    """Whether `m` has a repeat that timed something (an abandoned one is an empty Run)."""
-    return any(r.seconds > 0 for r in m.runs)
-
-
-def drawn_without(missing: list[str], pipeline: Measurement, compute: Measurement) -> str:
-    """The verdict when rates in `missing` were abandoned at the budget's end: which, and
-    what the two others say when only training is missing (the slower one sets the pace)."""
-    head = f"{NOT_MEASURED} ({', '.join(missing)}: a repeat outlasted the time budget)"
-    if missing != ["training"]:
-        return head
-    alone, limit = pipeline.examples_per_s.median, compute.examples_per_s.median
-    side = "the input" if alone < limit else "the model's step"
-    return (
-        f"{head}; from the two measured, {side} sets the pace: the pipeline alone gives "
-        f"{number(alone)} examples/s, the compute limit {number(limit)}"
-    )
 
 
 def graph_risks(evidence: Evidence) -> list[Finding]:
@@ -430,7 +338,7 @@ def diagnose(
     verdict = INCONSISTENT if inconsistent else verdict_for(training.input_bound_fraction)
     # A rate whose first repeat outlasted the budget (a slow element, a loaded host) is a
     # row "not measured", and the verdict says which rate it lacked.
-    missing = [n for n in REQUIRED if n in budget.abandoned and not _timed(measured[n])]
+    missing = [n for n in REQUIRED if n in budget.abandoned and not timed(measured[n])]
     if missing:
         verdict = drawn_without(missing, pipeline, compute)
         inconsistent = None
