@@ -50,7 +50,7 @@ def test_calls_advance_the_step_and_return_floats(cfg, info, parts):
     first = run_call(info, parts.train_step, it, 2)
     second = run_call(info, parts.train_step, it, 3)
     assert int(parts.step_var.numpy()) == start + 5
-    assert set(first) == {"loss", "wait_s", "metrics/binary_accuracy"}
+    assert set(first) == {"loss", "wait_s", "examples", "metrics/binary_accuracy"}
     assert all(
         isinstance(v, float) and math.isfinite(v) for v in [*first.values(), *second.values()]
     )
@@ -59,7 +59,7 @@ def test_calls_advance_the_step_and_return_floats(cfg, info, parts):
 
 def test_the_bare_step_has_no_metrics(cfg, info):
     parts = build_train_parts(cfg, info, "float32", element_spec(cfg), None, metrics=False)
-    assert set(run_call(info, parts.train_step, _input(cfg), 1)) == {"loss", "wait_s"}
+    assert set(run_call(info, parts.train_step, _input(cfg), 1)) == {"loss", "wait_s", "examples"}
 
 
 def test_the_bare_step_never_reads_the_metrics(cfg, info, tmp_path):
@@ -77,13 +77,16 @@ def test_the_bare_step_never_reads_the_metrics(cfg, info, tmp_path):
     (tmp_path / "run.yaml").write_text(cfg.source and open(cfg.source).read())
     own = load_config(str(tmp_path / "run.yaml"), ["model.name=auc_models:build"])
     parts = build_train_parts(own, info, "float32", element_spec(own), None, metrics=False)
-    assert set(run_call(info, parts.train_step, _input(own), 1)) == {"loss", "wait_s"}
+    assert set(run_call(info, parts.train_step, _input(own), 1)) == {"loss", "wait_s", "examples"}
     with_auc = load_config(
         str(tmp_path / "run.yaml"), ["model.name=auc_models:build", "model.metrics=[auc]"]
     )
     parts = build_train_parts(with_auc, info, "float32", element_spec(with_auc), None)
     out = run_call(info, parts.train_step, _input(with_auc), 2)
-    assert set(out) == {"loss", "wait_s", "metrics/auc"} and 0.0 <= out["metrics/auc"] <= 1.0
+    assert (
+        set(out) == {"loss", "wait_s", "examples", "metrics/auc"}
+        and 0.0 <= out["metrics/auc"] <= 1.0
+    )
 
 
 def test_an_input_that_runs_out_names_pipeline_repeat(cfg, info, parts):
