@@ -28,7 +28,8 @@ def test_probes_of_one_element_spec_share_one_trace_of_the_pulling_loop():
 
     a = tf.data.Dataset.range(1000).batch(10)
     b = a.map(lambda x: x * 3)  # another pipeline with a's element spec
-    c = a.map(lambda x: tf.cast(x, tf.float32))  # another spec
+    # Another spec, one no other test traces (the loop is shared by the worker's process).
+    c = a.map(lambda x: tf.cast(tf.stack([x, x, x, x, x, x, x], axis=1), tf.float16))
     side_by_side([pipeline_probe("a", a, batches=2, warmup=1)], repeats=1)
     before = _consumer().experimental_get_tracing_count()
     probes = [pipeline_probe(n, d, batches=2, warmup=1) for n, d in (("a", a), ("b", b))]
