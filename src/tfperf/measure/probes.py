@@ -247,9 +247,10 @@ def training_probe(
                 start = time.perf_counter()
                 while _more(done, 1, time.perf_counter() - start, min_seconds, time_limit):
                     got = run_steps(it, per_call)
-                    waited, held = got if isinstance(got, tuple) else (got, 0)
+                    full = per_call * examples_per_step  # when the runner does not count
+                    waited, held = got if isinstance(got, tuple) else (got, full)
                     wait += float(waited)
-                    examples += held if isinstance(got, tuple) else per_call * examples_per_step
+                    examples += held
                     done += per_call
         finally:
             del it

@@ -21,6 +21,11 @@ class Stat:
             return cls(0.0, 0.0, 0.0)
         return cls(statistics.median(values), min(values), max(values))
 
+    @property
+    def spread(self) -> float:
+        """Largest over smallest value (1.0 for one value, or none above zero)."""
+        return self.max / self.min if self.min > 0 else 1.0
+
     def to_dict(self) -> dict[str, float]:
         return {"median": self.median, "min": self.min, "max": self.max}
 

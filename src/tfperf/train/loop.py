@@ -145,8 +145,7 @@ def call_logs(
         pass
     logs["step/time_ms"] = 1e3 * wall / n
     # The rows the call's batches held (a partial last batch is not a full one).
-    examples = out.get("examples", n * global_batch)
-    logs["step/examples_per_sec"] = examples / wall if wall > 0 else 0.0
+    logs["step/examples_per_sec"] = out["examples"] / wall if wall > 0 else 0.0
     logs["input/wait_ms"] = 1e3 * out["wait_s"] / n
     logs["input/wait_fraction"] = min(1.0, out["wait_s"] / wall) if wall > 0 else 0.0
     return logs

@@ -193,12 +193,6 @@ def not_measured(cfg: RunConfig, graph: lint.DatasetGraph, why: str, budget: Bud
     )
 
 
-def _spread(m: Measurement) -> float:
-    """Slowest to fastest repeat of `m` (1.0 for fewer than two)."""
-    r = m.examples_per_s
-    return r.max / r.min if len(m.runs) > 1 and r.min > 0 else 1.0
-
-
 def _timed_repeats(m: Measurement) -> int:
     return sum(1 for r in m.runs if r.seconds > 0)
 
@@ -381,7 +375,7 @@ def diagnose(
         input_bound_fraction=training.input_bound_fraction,
         input_bound_high=max(training.input_bound_fractions, default=None),
         input_may_limit=close is not None,
-        spread=_spread(pipeline),
+        spread=pipeline.examples_per_s.spread,
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,

@@ -65,9 +65,9 @@ def inconsistency(pipeline: Measurement, compute: Measurement, training: Measure
     if not faster:
         return None
     swings = [
-        f"{m.name} {r.max / r.min:.1f}x"
+        f"{m.name} {m.examples_per_s.spread:.1f}x"
         for m in (pipeline, compute, training)
-        if (r := m.examples_per_s).min > 0 and r.max / r.min >= SWING
+        if m.examples_per_s.spread >= SWING
     ]
     why = (
         "; the host's load changed between rounds (slowest to fastest repeat: "
