@@ -182,6 +182,14 @@ def dataset_candidates(
 SOURCES = frozenset({GATHER.label, CSV_BATCHED.label})
 # Each must be tried after the one named: batch_first moves what vectorizing left.
 AFTER = {BATCH_FIRST.label: VECTORIZE.label}
+# Vectorizing (or splitting) a per-example map removes its per-call work, which parallel
+# calls only spread over the cores: when no finding predicts its gain (the diagnosis had no
+# time to cost the map's stage), it is not ranked behind the parallel-map candidates (a
+# small budget once ran out on them first, the 7x vectorizing never timed).
+UNPREDICTED_NOT_BEHIND = {
+    VECTORIZE.label: (MAP_OPTIONS.label, PARALLEL_MAPS.label),
+    FISSION.label: (MAP_OPTIONS.label, PARALLEL_MAPS.label),
+}
 
 
 def predicted_gain(label: str, diag: Diagnosis) -> float:
@@ -192,15 +200,31 @@ def predicted_gain(label: str, diag: Diagnosis) -> float:
     return max(gains, default=1.0)
 
 
-def by_gain(
-    cands: list[tuple[str, DatasetRewrite]], diag: Diagnosis
-) -> list[tuple[str, DatasetRewrite]]:
-    """`cands` best first: the source rewrites, then by predicted gain (the budget is spent
-    in this order, so a deadline cuts the least promising); ties keep their listed order."""
-    gain = {name: predicted_gain(name, diag) for name, _ in cands}
+def _predicted(label: str, diag: Diagnosis) -> bool:
+    """Whether a finding of the diagnosis predicts candidate `label`'s gain."""
+    codes = set(PREDICTED_BY.get(label, ()))
+    return any(f.code in codes and f.expected_speedup for f in diag.findings)
+
+
+def ranking_gains(names: list[str], diag: Diagnosis) -> dict[str, float]:
+    """The gain each candidate is ranked by: its predicted gain, raised for an unpredicted
+    vectorize (UNPREDICTED_NOT_BEHIND) and capped for one that follows another (AFTER)."""
+    gain = {name: predicted_gain(name, diag) for name in names}
+    for first, others in UNPREDICTED_NOT_BEHIND.items():
+        if first in gain and not _predicted(first, diag):
+            gain[first] = max([gain[first]] + [gain[o] for o in others if o in gain])
     for later, first in AFTER.items():  # never ahead of the candidate it follows
         if later in gain and first in gain:
             gain[later] = min(gain[later], gain[first])
+    return gain
+
+
+def by_gain(
+    cands: list[tuple[str, DatasetRewrite]], diag: Diagnosis
+) -> list[tuple[str, DatasetRewrite]]:
+    """`cands` best first: the source rewrites, then by ranking gain (the budget is spent
+    in this order, so a deadline cuts the least promising); ties keep their listed order."""
+    gain = ranking_gains([name for name, _ in cands], diag)
     return sorted(cands, key=lambda c: (c[0] not in SOURCES, -gain[c[0]]))
 
 
