@@ -96,6 +96,30 @@ def test_a_source_too_large_to_count_in_time_stays_unknown(tmp_path, monkeypatch
     assert source_shuffle(graph) is None  # no full shuffle of an unknown number
 
 
+def test_a_count_of_slow_elements_stops_near_its_deadline(monkeypatch):
+    """Issue 30 §4: the count read its deadline only between batches of 4,096 elements, and
+    on a packing pipeline one such batch took 95 s of a 120 s budget. Its batches are now
+    sized by the elements' rate: 1,000 elements of 5 ms each (5 s per 1,000) stop near the
+    0.5 s deadline."""
+    import time
+
+    import tensorflow as tf
+
+    from tfperf.doctor.rewrites import cache
+
+    monkeypatch.setattr(cache, "COUNT_SECONDS", 0.5)
+
+    def slow(x: tf.Tensor) -> tf.Tensor:
+        return tf.py_function(lambda v: (time.sleep(0.005), v)[1], [x], tf.int64)
+
+    ds = tf.data.Dataset.range(1000).map(slow).filter(lambda x: True)  # count unknown
+    graph = lint.read_graph(ds)
+    start = time.monotonic()
+    assert cache.element_count(graph, graph.stages[-1]) is None
+    took = time.monotonic() - start
+    assert took < 4.0, took  # a batch of 1,000 flags would take 5 s
+
+
 def test_examples_of_varying_length_are_counted_without_stacking_them():
     """A filter hides the count from tf.data; its elements (variable-length sequences from
     a ragged source, before a padded_batch) were counted in batches of 4,096 that could not

@@ -49,8 +49,9 @@ def stage_probes(
     measurable = graph.measurable()
     for i, st in enumerate(measurable):
         nxt = measurable[i + 1] if i + 1 < len(measurable) else None
-        if nxt is not None and nxt.kind in ("flat_map", "interleave"):
-            # Its elements are file names or generator seeds, not examples: nothing to time.
+        if nxt is not None and nxt.kind in ("flat_map", "interleave") and not nxt.tensor_source:
+            # Its elements are file names or generator seeds, not examples: nothing to time
+            # (a flat_map of tensor slices splits examples or batches: those are timed).
             continue
         name = f"stage {st.label}"
         try:

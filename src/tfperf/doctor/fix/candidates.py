@@ -23,6 +23,7 @@ from tfperf.doctor.rewrites.edits import (
     with_options,
 )
 from tfperf.doctor.rewrites.fission import split_maps, split_site
+from tfperf.doctor.rewrites.flat_slices import map_then_unbatch, slice_flat_maps
 from tfperf.doctor.rewrites.floats import float32_at_source, float64_constants
 from tfperf.doctor.rewrites.gather import batched_gather, find_site
 from tfperf.doctor.rewrites.io import (
@@ -42,6 +43,7 @@ from tfperf.doctor.rules.csv_rows import CSV_BATCHED
 from tfperf.doctor.rules.floats import FLOAT32_SOURCE
 from tfperf.doctor.rules.gather import GATHER
 from tfperf.doctor.rules.parallel import (
+    FLAT_MAP_SLICES,
     MAP_OPTIONS,
     NONDETERMINISTIC,
     PARALLEL_MAPS,
@@ -301,6 +303,8 @@ def _graph_edits(
         out.append((PARALLEL_READS.label, lambda d, g: parallel_reads(g, d)))
     if any(s.op == "MapDataset" for s in graph.stages):
         out.append((PARALLEL_MAPS.label, lambda d, g: _noted(parallel_maps(g, d), g, d)))
+    if slice_flat_maps(graph):
+        out.append((FLAT_MAP_SLICES.label, lambda d, g: map_then_unbatch(g, d)))
     if any(s.op == "BatchDatasetV2" for s in graph.stages):
         out.append((PARALLEL_BATCH.label, lambda d, g: parallel_batch(g, d)))
     if any(s.kind == "shuffle" for s in graph.stages):

@@ -167,6 +167,7 @@ _KERAS_CACHE = (
 _CALLS = {
     "reads": ("TFRecordDataset(", ".interleave("),
     "batch": (".batch(",),
+    "flat_map": (".flat_map(",),
     "shuffle": (".shuffle(",),
     "gather": ("timeseries_dataset_from_array(",),
     "source": ("timeseries_dataset_from_array(", "from_tensor_slices(", "from_tensors("),

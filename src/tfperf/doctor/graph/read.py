@@ -70,6 +70,10 @@ _OPS_BY_KIND = {
 _KINDS = {op: kind for kind, ops in _OPS_BY_KIND.items() for op in ops}
 # Ops that call back into Python (the distance-maps workload's original ran in one of these).
 PY_FUNC_OPS = frozenset({"PyFunc", "EagerPyFunc", "PyFuncStateless"})
+# The datasets a flat_map's function may return built from tensors it computes: slices of
+# them (from_tensor_slices: the flat_map splits what it makes, as an unbatch does) or each
+# whole (from_tensors).
+TENSOR_SOURCES = ("TensorSliceDataset", "TensorDataset")
 PARSE_OPS = frozenset({"ParseExampleV2", "ParseExample", "ParseSingleExample"})
 READ_OPS = frozenset(_OPS_BY_KIND["read"])
 AUTOTUNE = -1
@@ -120,6 +124,9 @@ class GraphStage:
     output_shapes: list[list[int | None] | None] = field(default_factory=list)
     files: int | None = None  # files read by a read stage, when known
     batched: bool = False  # a batch stage is at or before this one
+    # A flat_map whose function returns a dataset of the tensors it computes: that dataset's
+    # op (one of TENSOR_SOURCES); None otherwise.
+    tensor_source: str | None = None
     # The stage's element spec, read from the Python dataset that made it, when its outputs
     # hold variants (ragged or sparse tensors): the graph records only their flat tensors.
     element_spec: Any = None
@@ -321,11 +328,27 @@ def _files_of(nodes: dict[str, Any], node: Any) -> int | None:
     return None
 
 
+def returned_source(fn: Any) -> Any | None:
+    """The node of TENSOR_SOURCES a (flat_map's) function returns, through Identity nodes;
+    None when it returns anything else (or `fn` is None)."""
+    if fn is None or len(fn.signature.output_arg) != 1:
+        return None
+    body = {n.name: n for n in fn.node_def}
+    name = fn.ret[fn.signature.output_arg[0].name].split(":")[0]
+    while name in body and body[name].op == "Identity":
+        name = body[name].input[0].lstrip("^").split(":")[0]
+    node = body.get(name)
+    return node if node is not None and node.op in TENSOR_SOURCES else None
+
+
 def _stage(nodes: dict[str, Any], library: dict[str, Any], node: Any, index: int) -> GraphStage:
     kind = _KINDS.get(node.op, "other")
     st = GraphStage(index=index, name=node.name, op=node.op, kind=kind)
     st.functions = _node_functions(node)
     st.fn_ops = _function_ops(library, st.functions)
+    if node.op == "FlatMapDataset" and st.functions:
+        source = returned_source(library.get(st.functions[0]))
+        st.tensor_source = source.op if source is not None else None
     st.output_dtypes = _dtypes(node)
     st.output_shapes = _shapes(node)
     if "deterministic" in node.attr:
@@ -379,7 +402,7 @@ def read_graph(ds: tf.data.Dataset) -> DatasetGraph:
     batched = False
     for st in stages:
         batched = batched or st.kind in ("batch", "map_batch")
-        if st.kind == "unbatch":
+        if st.kind == "unbatch" or st.tensor_source == "TensorSliceDataset":
             batched = False
         st.batched = batched
     if any(st.composite for st in stages):

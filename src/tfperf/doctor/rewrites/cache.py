@@ -28,27 +28,52 @@ _COUNTED: dict[tuple[int, str], int | None] = {}
 def element_count(graph: lint.DatasetGraph, stage: lint.GraphStage) -> int | None:
     """Elements of one pass of the pipeline cut after `stage`: tf.data's cardinality, else
     counted within COUNT_SECONDS (once per graph and stage), else None."""
-    import time
-
-    import tensorflow as tf
-
     ds = lint.prefix_dataset(graph, stage)
     n = lint.known_cardinality(ds)
     if n is not None or lint.infinite(ds):
         return n
     key = (hash(graph.graph_def.SerializeToString(deterministic=True)), stage.name)
     if key not in _COUNTED:
-        deadline, count = time.monotonic() + COUNT_SECONDS, 0
-        # One flag per element, batched: the count, not the Python loop, sets the pace, and
-        # examples of varying shape (before a padded_batch) need not stack.
-        flags = ds.map(lambda *_: tf.constant(True)).batch(4096)
-        for batch in flags:
-            count += int(tf_len(batch))
-            if time.monotonic() > deadline:
-                count = -1
-                break
-        _COUNTED[key] = count if count >= 0 else None
+        _COUNTED[key] = _count_within(ds, COUNT_SECONDS)
     return _COUNTED[key]
+
+
+# Elements counted one at a time first (their rate sets the batch of flags); a batch of
+# flags then takes about BATCH_SECONDS, so the deadline is read often even where one element
+# is slow (a packing loop's flat_map made a batch of 4,096 flags take 95 s).
+PROBE_SECONDS = 0.2
+BATCH_SECONDS = 0.1
+MAX_FLAGS = 4096
+
+
+def _count_within(ds: tf.data.Dataset, seconds: float) -> int | None:
+    """Elements of one pass of `ds`, or None when counting them takes over `seconds` (read
+    between elements, or between batches sized to take ~BATCH_SECONDS each)."""
+    import time
+
+    import tensorflow as tf
+
+    flag = lambda *_: tf.constant(True)  # noqa: E731
+    start = time.monotonic()
+    deadline, count = start + seconds, 0
+    # One flag per element: examples of varying shape (before a padded_batch) need not stack.
+    for _ in ds.map(flag):
+        count += 1
+        now = time.monotonic()
+        if now > deadline:
+            return None
+        if now - start > PROBE_SECONDS:
+            break
+    else:
+        return count  # one pass, counted element by element
+    rate = count / max(time.monotonic() - start, 1e-6)
+    size = int(min(MAX_FLAGS, max(1, rate * BATCH_SECONDS)))
+    # The rest batched: the count, not the Python loop, sets the pace on a fast source.
+    for batch in ds.skip(count).map(flag).batch(size):
+        count += int(tf_len(batch))
+        if time.monotonic() > deadline:
+            return None
+    return count
 
 
 def count_stage(prefix: list[lint.GraphStage]) -> lint.GraphStage:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from tfperf.doctor.evidence.evidence import PARALLEL, Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.flat_slices import slice_flat_maps
 from tfperf.doctor.rules.registry import Rewrite, rule
 from tfperf.doctor.rules.stage_cost import (
     PY_PARALLEL,
@@ -68,6 +69,38 @@ def rule_sequential_map(ctx: Evidence) -> list[Finding]:
         f.evidence += f"; timed in parallel: {number(measured[0])} ex/s" if measured else ""
         why = None if st.has_py_func else per_element(ctx, st)
         f.evidence += f"; it cannot run on whole batches: {why}" if why else ""
+        out.append(f)
+    return out
+
+
+FLAT_MAP_SLICES = Rewrite(
+    "parallel map + unbatch for a flat_map of slices",
+    "replace .flat_map(lambda x: tf.data.Dataset.from_tensor_slices(f(x))) by "
+    ".map(f, num_parallel_calls=tf.data.AUTOTUNE).unbatch(): the same elements in the same "
+    "order, f on several cores",
+    at="flat_map",
+)
+
+
+@rule("flat_map_slices", "input", 95, rewrites=(FLAT_MAP_SLICES,))
+def rule_flat_map_slices(ctx: Evidence) -> list[Finding]:
+    """A flat_map whose function returns from_tensor_slices (a packing loop, windows cut
+    from a record): its function runs one element after another, on one core."""
+    share = 1.0 - 1.0 / max(1, ctx.cores)
+    out = []
+    for st in slice_flat_maps(ctx.graph):
+        f = stage_finding(
+            ctx,
+            st,
+            "flat_map_slices",
+            "flat_map of tensor slices, one element at a time",
+            "map the function that makes the tensors in parallel, then unbatch: "
+            ".map(f, num_parallel_calls=tf.data.AUTOTUNE).unbatch() instead of "
+            ".flat_map(lambda x: tf.data.Dataset.from_tensor_slices(f(x)))",
+            share,
+            saves_cpu=False,
+        )
+        f.evidence += f"; {ctx.cores} cores available"
         out.append(f)
     return out
 
