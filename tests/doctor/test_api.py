@@ -131,7 +131,7 @@ def test_readme_example_runs(capsys, tmp_path):
     assert "kept: " in out or "not measured within the time budget" in out, out
     report, fast = ran["report"], ran["fast"]
     assert report.kept, str(report)  # `fast` is the rewritten dataset, not the user's
-    assert report.speedup > 1.0 and report.fix.check.faster
+    assert report.speedup > 1.0 and report.fix.confirmed
     assert "kept: " + ", ".join(report.kept) in str(report)
     # replaying the kept names on a fresh dataset gives the same pipeline
     again = tfperf.apply_rewrites(ran["make_dataset"](), report.kept)

@@ -19,6 +19,7 @@ from tfperf.doctor.fix.trials import (
     FixTrial,
     Skipped,
     cause,
+    confirms,
     final_check,
     run_trial,
     try_changes,
@@ -203,6 +204,34 @@ def test_the_result_says_its_speedup_only_when_the_check_was_faster():
     assert FixResult(1000.0, 1000.0, [], []).speedup == 1.0
 
 
+def _check(*ratios: float):
+    from tfperf.measure import Comparison
+    from tfperf.measure.compare import judge
+
+    return Comparison(ratios, judge(ratios, 0.05))
+
+
+def test_the_final_check_confirms_the_trials_gain_unless_a_pair_contradicts_it():
+    """Issue 30/31: beside two CPU hogs one pair of three at 0.99x dropped a change its trial
+    had timed 1.50x faster. The final check confirms: a gain in every pair, or a median gain
+    with one pair at most below 1 and none below 0.97x; not a pair below that or a gain
+    in one pair of three."""
+    assert confirms(_check(1.2, 1.3, 1.4))  # faster beyond the noise
+    assert confirms(_check(0.99, 1.15, 1.52))  # the hog run's check: confirmed
+    assert not confirms(_check(0.95, 1.15, 1.52))  # one pair well below the original
+    assert not confirms(_check(0.99, 1.0, 1.52))  # two pairs without a gain
+    assert not confirms(_check(0.99, 1.02, 1.03))  # a median gain under 5%
+    assert not confirms(_check(0.99, 1.3))  # two pairs: too few to outvote one
+    result = FixResult(
+        1000.0, 1150.0, [FixTrial("x", "x", 1150.0, True)], [], check=_check(0.99, 1.15, 1.52)
+    )
+    assert result.confirmed and result.speedup == pytest.approx(1.15)
+    assert "faster in 2 of 3 pairs, none below 0.97x: confirms the trials' gains" in result.headline
+    dropped = FixResult(1000.0, 1000.0, [], [], check=_check(0.9, 1.15, 1.52))
+    assert not dropped.confirmed and dropped.speedup == 1.0
+    assert "not faster, no speed change kept" in dropped.headline
+
+
 def test_trials_of_one_fix_share_one_train_step_per_model_and_batch_spec():
     from tfperf.doctor.fix.trials import _target, shared_targets
 
@@ -227,3 +256,28 @@ def test_trials_of_one_fix_share_one_train_step_per_model_and_batch_spec():
         assert _target(bf16, ds, 8) is not first  # another precision is another step
         assert _target(cfg, ds.unbatch().batch(8, drop_remainder=True), 8) is not first
     assert _target(cfg, ds, 8) is not first  # outside a fix, built afresh
+
+
+def _scripted(name: str, rates: list[float]) -> Probe:
+    """A probe whose repeats run at `rates`, in turn."""
+    it = iter(rates)
+    return Probe(name, lambda: Run(1.0, 10, int(next(it))))
+
+
+def test_an_ambiguous_trial_gets_a_second_look_of_two_more_pairs():
+    """One pair of three against a clear median gain (a slow moment of a loaded host) is
+    timed twice more: faster in 4 of 5 pairs is kept, and a second look that finds no gain
+    is not."""
+    from tfperf.doctor.fix.trials import _pair
+
+    current = _scripted("best so far", [1000, 1000, 1000, 1000, 1000])
+    cand = _scripted("cand", [990, 1200, 1300, 1250, 1150])
+    _, m, c = _pair(current, cand, D, lambda _: None)
+    assert len(c.ratios) == 5 and c.faster, c
+    current = _scripted("best so far", [1000] * 5)
+    cand = _scripted("cand", [990, 1200, 1300, 980, 1000])
+    _, _, c = _pair(current, cand, D, lambda _: None)
+    assert len(c.ratios) == 5 and not c.faster, c
+    # Three pairs that agree need no second look.
+    _, _, c = _pair(_scripted("a", [1000] * 3), _scripted("b", [1100] * 3), D, lambda _: None)
+    assert len(c.ratios) == 3 and c.faster, c
