@@ -81,6 +81,16 @@ def test_feed_meter_sums_calls_and_means_per_step():
     assert meter.wait_fraction == pytest.approx(0.2)
     assert meter.wait_ms_mean == pytest.approx(20.0)
     assert meter.buffered_mean == 3.0
+    assert meter.examples_per_s == 0.0  # no rows counted by these calls
+
+
+def test_feed_meter_rate_counts_the_rows_trained_on():
+    """A run's examples/s is the rows of its timed calls, a partial last batch its own rows
+    (40 examples in batches of 32: 32 + 8, not 64)."""
+    meter = FeedMeter()
+    meter.add(wait_s=0.0, wall_s=0.5, steps=1, examples=32)
+    meter.add(wait_s=0.0, wall_s=0.5, steps=1, examples=8)
+    assert meter.examples_per_s == pytest.approx(40.0)
 
 
 def test_a_running_pipeline_reads_as_its_stages_outermost_first():

@@ -155,15 +155,22 @@ class FeedMeter:
     wait_s: float = 0.0
     wall_s: float = 0.0
     steps: int = 0
+    examples: int = 0  # rows the timed calls trained on (a partial last batch counts its own)
     calls: int = 0
     buffered_sum: float = 0.0
     buffered_n: int = 0
 
-    def add(self, wait_s: float, wall_s: float, steps: int) -> None:
+    def add(self, wait_s: float, wall_s: float, steps: int, examples: int = 0) -> None:
         self.wait_s += wait_s
         self.wall_s += wall_s
         self.steps += steps
+        self.examples += examples
         self.calls += 1
+
+    @property
+    def examples_per_s(self) -> float:
+        """Rows trained on per second of the timed calls."""
+        return self.examples / self.wall_s if self.wall_s > 0 else 0.0
 
     def add_buffered(self, buffered: int) -> None:
         self.buffered_sum += buffered

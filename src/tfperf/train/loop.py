@@ -245,8 +245,8 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
                 first, step = step + 1, step + n
                 run_state.step = step
                 if spl.calls > 0 or s.target == step:  # the first call compiles: not timed
-                    meter.add(out["wait_s"], wall, n)
-                    run_state.examples_per_sec = _examples_per_sec(meter, s.global_batch)
+                    meter.add(out["wait_s"], wall, n, int(out["examples"]))
+                    run_state.examples_per_sec = meter.examples_per_s
                 spl.after_call(wall, n)
                 logs = call_logs(out, first, n, wall, s.global_batch, s.parts.optimizer)
                 snap = pipeline_snapshot(s.iterator) if info.coordinator is None else None
@@ -264,7 +264,7 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         raise NonFiniteLossError(run_state.nan_message or "the loss is not finite")
     return TrainResult(
         steps=step,
-        examples_per_sec=_examples_per_sec(meter, s.global_batch),
+        examples_per_sec=meter.examples_per_s,
         input_bound_fraction=meter.wait_fraction,
         wait_ms_mean=meter.wait_ms_mean,
         final_loss=logs.get("loss", math.nan),
@@ -290,11 +290,6 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         jit_compile=s.parts.train_step.jit.enabled,
         jit_compile_reason=s.parts.train_step.jit.reason,
     )
-
-
-def _examples_per_sec(meter: FeedMeter, global_batch: int) -> float:
-    """The run's rate over its timed calls: the summary's and the progress bar's."""
-    return meter.steps * global_batch / meter.wall_s if meter.wall_s else 0.0
 
 
 def _log_snapshot(logs: dict[str, float], snap: PipelineSnapshot, meter: FeedMeter) -> None:
