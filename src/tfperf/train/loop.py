@@ -134,7 +134,7 @@ class StepsPerLoop:
 
 
 def call_logs(
-    out: dict[str, float], first: int, n: int, wall: float, global_batch: int, optimizer: Any
+    out: dict[str, float], first: int, n: int, wall: float, optimizer: Any
 ) -> dict[str, float]:
     """The logs hooks see after a call: loss, metrics, learning rate, step/* and input/*."""
     logs = {"loss": out["loss"], "first_step": float(first), "steps": float(n)}
@@ -248,7 +248,7 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
                     meter.add(out["wait_s"], wall, n, int(out["examples"]))
                     run_state.examples_per_sec = meter.examples_per_s
                 spl.after_call(wall, n)
-                logs = call_logs(out, first, n, wall, s.global_batch, s.parts.optimizer)
+                logs = call_logs(out, first, n, wall, s.parts.optimizer)
                 snap = pipeline_snapshot(s.iterator) if info.coordinator is None else None
                 if snap is not None:
                     last_snapshot = merge_snapshots(last_snapshot, snap)

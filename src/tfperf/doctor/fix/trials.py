@@ -148,9 +148,8 @@ class FixResult:
             if not self.confirmed:
                 text += ": not faster, no speed change kept"
             elif not c.faster:
-                above = sum(1 for r in c.ratios if r > 1.0)
                 text += (
-                    f": faster in {above} of {len(c.ratios)} pairs, none below "
+                    f": faster in {len(c.ratios) - _below(c)} of {len(c.ratios)} pairs, none below "
                     f"{NOT_SLOWER:.2f}x: confirms the trials' gains"
                 )
         if kept_anyway and not self.confirmed:
@@ -325,23 +324,31 @@ SECOND_LOOK = 2
 SECOND_LOOK_PAIRS = 5
 
 
+def _below(c: Comparison) -> int:
+    """Pairs without a gain."""
+    return sum(1 for r in c.ratios if r <= 1.0)
+
+
 def _ambiguous(c: Comparison) -> bool:
     """Not faster, but a median gain with a single pair against it."""
-    below = sum(1 for r in c.ratios if r <= 1.0)
-    return c.verdict == "same" and c.ratio >= 1.0 + MIN_GAIN and below == 1
+    return c.verdict == "same" and c.ratio >= 1.0 + MIN_GAIN and _below(c) == 1
+
+
+def _gain_but_one(c: Comparison, pairs: int) -> bool:
+    """At least `pairs` pairs, all but one above 1, a median gain of MIN_GAIN and none below
+    NOT_SLOWER: the rule of a second look and of the final check's confirmation."""
+    return (
+        len(c.ratios) >= pairs
+        and _below(c) <= 1
+        and c.ratio >= 1.0 + MIN_GAIN
+        and c.low >= NOT_SLOWER
+    )
 
 
 def second_look(c: Comparison) -> Comparison:
-    """`c`, called faster when it has SECOND_LOOK_PAIRS pairs or more, all but one above 1,
-    a median gain of MIN_GAIN and none below NOT_SLOWER; as it was otherwise."""
-    below = sum(1 for r in c.ratios if r <= 1.0)
-    if (
-        c.verdict == "same"
-        and len(c.ratios) >= SECOND_LOOK_PAIRS
-        and below <= 1
-        and c.ratio >= 1.0 + MIN_GAIN
-        and c.low >= NOT_SLOWER
-    ):
+    """`c`, called faster when it is `_gain_but_one` over SECOND_LOOK_PAIRS pairs or more;
+    as it was otherwise."""
+    if c.verdict == "same" and _gain_but_one(c, SECOND_LOOK_PAIRS):
         return Comparison(c.ratios, "faster")
     return c
 
@@ -389,8 +396,8 @@ def run_trial(
         trials.append(FixTrial(name, change, None, False, failed))
         return None
     reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
-    if c.faster and any(r <= 1.0 for r in c.ratios):  # called faster on a second look
-        reason += f" in {sum(1 for r in c.ratios if r > 1.0)} of {len(c.ratios)} pairs"
+    if c.faster and _below(c):  # called faster on a second look
+        reason += f" in {len(c.ratios) - _below(c)} of {len(c.ratios)} pairs"
     # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).
     note = getattr(cand, "doctor_note", "")
     reason += f"; {note}" if note else ""
@@ -422,25 +429,12 @@ class Outcome:
         return result
 
 
-# The final check confirms what the trials found (each kept change timed faster beyond the
-# noise on its own): it keeps them when its paired ratios show a gain in all but one pair
-# and no pair below NOT_SLOWER of the original. Beside two CPU hogs one pair of three at
-# 0.99x had dropped a 1.50x trial's change (1.15x paired, 0.99-1.52).
-
-
-def confirms(check: Comparison, min_gain: float = MIN_GAIN) -> bool:
-    """Whether the final check keeps the kept trials' changes: faster beyond the noise, or a
-    median gain of at least `min_gain` with one pair at most below 1 and none below
-    NOT_SLOWER (the trials' own repeats carry the rest of the evidence)."""
-    if check.faster:
-        return True
-    below = sum(1 for r in check.ratios if r <= 1.0)
-    return (
-        len(check.ratios) >= 3
-        and check.ratio >= 1.0 + min_gain
-        and below <= 1
-        and check.low >= NOT_SLOWER
-    )
+def confirms(check: Comparison) -> bool:
+    """Whether the final check keeps the kept trials' changes: faster beyond the noise, or
+    `_gain_but_one` over its three pairs (the trials' own repeats carry the rest of the
+    evidence: beside two CPU hogs one pair of three at 0.99x had dropped a 1.50x trial's
+    change, 1.15x paired, 0.99-1.52)."""
+    return check.faster or _gain_but_one(check, 3)
 
 
 def final_check(

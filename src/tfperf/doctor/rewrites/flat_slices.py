@@ -15,15 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.read import returned_source
-from tfperf.doctor.rewrites.io import _const, _data_inputs, _set_inputs
-from tfperf.doctor.rewrites.splice import redirect
+from tfperf.doctor.rewrites.io import _const, _data_inputs, _nodes, _set_inputs
+from tfperf.doctor.rewrites.splice import _ref_name, redirect
 
 if TYPE_CHECKING:
     import tensorflow as tf
-
-
-def _ref_node(ref: str) -> str:
-    return ref.lstrip("^").split(":")[0]
 
 
 def _functions(graph_def: Any) -> dict[str, Any]:
@@ -45,7 +41,7 @@ def _tensor_function(fn: Any, source: Any) -> Any:
     while grew:  # every node reading a dropped one (the returned Identity, its NoOp)
         grew = False
         for n in new.node_def:
-            if n.name not in dropped and any(_ref_node(i) in dropped for i in n.input):
+            if n.name not in dropped and any(_ref_name(i) in dropped for i in n.input):
                 dropped.add(n.name)
                 grew = True
     kept = [n for n in new.node_def if n.name not in dropped]
@@ -91,7 +87,7 @@ def map_then_unbatch(graph: lint.DatasetGraph, ds: tf.data.Dataset) -> tf.data.D
         return None
     g = copy.deepcopy(graph.graph_def)
     fns = _functions(g)
-    nodes = {n.name: n for n in g.node}
+    nodes = _nodes(g)
     for st in stages:
         node = nodes[st.name]
         fn = fns[node.attr["f"].func.name]
