@@ -34,6 +34,7 @@ from tfperf.doctor.rewrites.io import (
     parallel_reads,
     random_before_cache,
 )
+from tfperf.doctor.rewrites.parse_batched import parse_per_batch, parse_sites
 from tfperf.doctor.rewrites.pfor_fn import Refused
 from tfperf.doctor.rewrites.shuffle_early import early_site, shuffle_before_maps
 from tfperf.doctor.rewrites.vectorize import vectorize_maps
@@ -49,7 +50,7 @@ from tfperf.doctor.rules.parallel import (
     PARALLEL_MAPS,
     PARALLEL_READS,
 )
-from tfperf.doctor.rules.per_example import BATCH_FIRST, FISSION, VECTORIZE
+from tfperf.doctor.rules.per_example import BATCH_FIRST, FISSION, PARSE_PER_BATCH, VECTORIZE
 from tfperf.doctor.rules.pipeline_end import FLOAT32, PREFETCH_END
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.shuffle_early import SHUFFLE_EARLY
@@ -122,6 +123,12 @@ def dataset_candidates(
         except Refused as why:
             raise Skipped(f"not split: {why}") from None
 
+    def parsed_per_batch(d: tf.data.Dataset, g: lint.DatasetGraph) -> tf.data.Dataset | None:
+        try:
+            return parse_per_batch(g, d)
+        except Refused as why:
+            raise Skipped(f"not parsed per batch: {why}") from None
+
     cands: list[tuple[str, DatasetRewrite]] = []
     # The sources themselves change first, before any map: examples cut from in-memory
     # arrays, CSV rows parsed one at a time.
@@ -133,6 +140,10 @@ def dataset_candidates(
     if split_site(graph) is not None:
         # A map pfor refuses for one op (a decode): the ops after it vectorized on their own.
         cands.append((FISSION.label, split))
+    if parse_sites(graph):
+        # Variable-length features parsed before a padded_batch or a bucketing: the parse
+        # per batch, the examples unbatched as they were.
+        cands.append((PARSE_PER_BATCH.label, parsed_per_batch))
     cands += [
         # pfor's vectorized f first; moving f itself after batch is right only when f
         # happens to take a batch, and is tried on what vectorizing left per-example.

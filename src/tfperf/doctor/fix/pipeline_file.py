@@ -168,6 +168,7 @@ _CALLS = {
     "reads": ("TFRecordDataset(", ".interleave("),
     "batch": (".batch(",),
     "flat_map": (".flat_map(",),
+    "parse_batch": ("parse_single_example(", ".map("),
     "shuffle": (".shuffle(",),
     "gather": ("timeseries_dataset_from_array(",),
     "source": ("timeseries_dataset_from_array(", "from_tensor_slices(", "from_tensors("),

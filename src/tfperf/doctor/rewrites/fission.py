@@ -267,8 +267,8 @@ def _functions(
     gdef = fn.graph.as_graph_def()
     cut_names = [t.name for t in cut]
     placeholders = {f"fission_cut_{i}": t for i, t in enumerate(cut)}
-    gdef_a = _pruned(gdef, cut_names, {})
-    gdef_b = _pruned(gdef, [t.name for t in outputs], {t.name: p for p, t in placeholders.items()})
+    gdef_a = pruned(gdef, cut_names, {})
+    gdef_b = pruned(gdef, [t.name for t in outputs], {t.name: p for p, t in placeholders.items()})
     for pname, t in placeholders.items():
         ph = gdef_b.node.add()
         ph.name, ph.op = pname, "Placeholder"
@@ -315,7 +315,7 @@ def _renamed(tensor: str, placeholders: dict[str, Any]) -> str:
     return tensor
 
 
-def _pruned(gdef: Any, fetches: list[str], cut: dict[str, str]) -> Any:
+def pruned(gdef: Any, fetches: list[str], cut: dict[str, str]) -> Any:
     """`gdef` with only the nodes `fetches` read (data edges), a read of a `cut` tensor
     replaced by its placeholder's, and control edges to nodes left out dropped."""
     from tensorflow.core.framework import graph_pb2

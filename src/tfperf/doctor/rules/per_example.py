@@ -30,6 +30,13 @@ FISSION = Rewrite(
     at="vectorize",
 )
 BATCHED_PARSE = Rewrite("batched parse")  # the run file's pipeline.parse: batched
+PARSE_PER_BATCH = Rewrite(
+    "parse per batch, then unbatch",
+    "before a padded_batch, a bucketing or a filter: .batch() the records, parse the batch "
+    "with one tf.io.parse_example (each VarLenFeature as tf.io.RaggedFeature), then "
+    ".unbatch(): the same examples, one parse call per batch",
+    at="parse_batch",
+)
 
 rule_py_function = stage_rule(
     "py_function",
@@ -56,7 +63,7 @@ rule_per_example_parse = stage_rule(
     "batch first, then parse the whole batch with one tf.io.parse_example (run file: "
     "pipeline.parse: batched)",
     per_example_parse,
-    rewrites=(VECTORIZE, BATCH_FIRST, BATCHED_PARSE),
+    rewrites=(VECTORIZE, BATCH_FIRST, BATCHED_PARSE, PARSE_PER_BATCH),
 )
 rule_per_example_map = stage_rule(
     "per_example_map",

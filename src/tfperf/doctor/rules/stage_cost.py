@@ -12,6 +12,7 @@ from collections.abc import Callable
 from tfperf.doctor.evidence.evidence import PARALLEL, VECTORIZED, Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.parse_batched import parse_sites
 from tfperf.doctor.rewrites.pfor_fn import Refused
 from tfperf.doctor.rewrites.vectorize import refusal
 from tfperf.doctor.rules.registry import Detect, Rewrite, Rule, register
@@ -215,7 +216,11 @@ def _padded_hint(ctx: Evidence, st: lint.GraphStage) -> str:
 
 
 def per_example_parse(ctx: Evidence, st: lint.GraphStage) -> bool:
-    return st.has_parse and not st.batched and not st.has_py_func and _batch_after(ctx.graph, st)
+    """A parse of one record at a time before a batch, or of variable-length features
+    before a bucketing or packing (parse_batched.py parses those per batch too)."""
+    if not st.has_parse or st.batched or st.has_py_func:
+        return False
+    return _batch_after(ctx.graph, st) or st in parse_sites(ctx.graph)
 
 
 def batchable_map(ctx: Evidence, st: lint.GraphStage) -> bool:
