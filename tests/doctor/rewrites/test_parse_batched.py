@@ -38,7 +38,9 @@ def records(tmp_path_factory) -> str:
                 ),
                 "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3])),
             }
-            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+            w.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
     return str(path)
 
 
@@ -83,9 +85,7 @@ def test_a_varlen_parse_before_padded_batch_is_parsed_per_batch_with_the_same_ba
 
 def test_the_rest_of_the_function_runs_per_example_before_a_bucketing(records):
     ds = tf.data.TFRecordDataset(records).map(_trimmed, num_parallel_calls=2)
-    ds = ds.bucket_by_sequence_length(
-        lambda x, y: tf.shape(x["tokens"])[0], [8, 16], [16, 16, 16]
-    )
+    ds = ds.bucket_by_sequence_length(lambda x, y: tf.shape(x["tokens"])[0], [8, 16], [16, 16, 16])
     out = parse_per_batch(read_graph(ds), ds)
     assert out is not None
     ops = _ops(out)
