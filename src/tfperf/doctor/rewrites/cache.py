@@ -54,14 +54,16 @@ def _count_within(ds: tf.data.Dataset, seconds: float) -> int | None:
 
     import tensorflow as tf
 
-    flag = lambda *_: tf.constant(True)  # noqa: E731
+    # Elements of one fixed shape are batched as they are; others (varying shapes, as before a
+    # padded_batch) as one flag each: no function call per element where none is needed
+    # (60,000 records: 0.6 s batched as they are, 1.8 s as flags).
+    flags = ds if _stackable(ds.element_spec) else ds.map(lambda *_: tf.constant(True))
     start = time.monotonic()
     deadline, count = start + seconds, 0
-    # Flags in small batches first (one flag per element: examples of varying shape need not
-    # stack): their rate is the source's, not the Python loop's (one flag per pull counted
-    # 7,500 records/s where batches count 45,000), and sizes the batches after them.
-    for batch in ds.map(flag).batch(PROBE_BATCH):
-        count += int(tf_len(batch))
+    # Small batches first: their rate is the source's, not the Python loop's (one element
+    # per pull counted 7,500 records/s where batches count 45,000), and sizes those after.
+    for batch in flags.batch(PROBE_BATCH):
+        count += tf_len(batch)
         now = time.monotonic()
         if now > deadline:
             return None
@@ -72,11 +74,22 @@ def _count_within(ds: tf.data.Dataset, seconds: float) -> int | None:
     rate = count / max(time.monotonic() - start, 1e-6)
     size = int(min(MAX_FLAGS, max(1, rate * BATCH_SECONDS)))
     # The rest in batches of that size: the count, not the Python loop, sets the pace.
-    for batch in ds.skip(count).map(flag).batch(size).prefetch(1):
-        count += int(tf_len(batch))
+    for batch in flags.skip(count).batch(size).prefetch(1):
+        count += tf_len(batch)
         if time.monotonic() > deadline:
             return None
     return count
+
+
+def _stackable(spec: Any) -> bool:
+    """Every component a tensor of one fully defined shape: elements batch as they are."""
+    import tensorflow as tf
+
+    flat = tf.nest.flatten(spec)
+    return all(
+        type(s) is tf.TensorSpec and s.shape.is_fully_defined() and s.dtype != tf.variant
+        for s in flat
+    )
 
 
 def count_stage(prefix: list[lint.GraphStage]) -> lint.GraphStage:
