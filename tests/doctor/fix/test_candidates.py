@@ -18,7 +18,7 @@ from tfperf.doctor.fix.candidates import PARALLEL_BATCH, dataset_candidates, def
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rules.cache import CACHE_PREFIX
 from tfperf.doctor.rules.parallel import MAP_OPTIONS, NONDETERMINISTIC, PARALLEL_MAPS
-from tfperf.doctor.rules.per_example import BATCH_FIRST, VECTORIZE
+from tfperf.doctor.rules.per_example import BATCH_FIRST, FISSION, VECTORIZE
 from tfperf.doctor.rules.pipeline_end import PREFETCH_END
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.threads import INPUT_THREADS
@@ -166,3 +166,25 @@ def test_vectorizing_no_finding_costed_is_tried_first():
         ranked = [n for n, _ in dataset_candidates(graph, ds, diag)]
         assert ranked[0] == VECTORIZE.label, ranked
         assert ranked.index(label) < ranked.index(NONDETERMINISTIC.label), ranked
+
+
+def test_moving_a_map_after_the_batch_is_tried_before_splitting_it():
+    """A map pfor refuses for one op may still take a batch whole (a table lookup): moved
+    after the batch it gained 8.5x on a MovieLens pipeline, where the split, tried first,
+    kept 1.4x and left nothing to move. Both predicted by the same finding, or by none:
+    vectorize, then the move, then the split."""
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64)),
+        default_value=0,
+    )
+
+    def ids(word):
+        return table.lookup(word) + table.size()
+
+    ds = tf.data.Dataset.from_tensor_slices(["a", "b", "c"] * 8).map(ids).batch(4)
+    graph = lint.read_graph(ds)
+    for findings in ([_finding("per_example_map", 2.0)], []):
+        diag = SimpleNamespace(findings=findings, variants={})
+        ranked = [n for n, _ in dataset_candidates(graph, ds, diag)]
+        assert ranked.index(VECTORIZE.label) < ranked.index(BATCH_FIRST.label), ranked
+        assert ranked.index(BATCH_FIRST.label) < ranked.index(FISSION.label), ranked
