@@ -109,15 +109,23 @@ def test_a_parse_returning_sparse_tensors_before_a_filter_keeps_them(records):
         assert int(a["label"]) == int(b["label"])
 
 
+def test_a_fixed_shape_parse_before_a_filter_is_parsed_per_batch_too(records):
+    # The vectorizer batches a map only right before a dense batch: a filter between them
+    # leaves the parse per example, and the parse per batch takes it.
+    fixed = tf.data.TFRecordDataset(records).map(
+        lambda r: tf.io.parse_single_example(r, {"label": SPEC["label"]})
+    )
+    ds = fixed.filter(lambda x: x["label"] > 0).batch(16)
+    out = parse_per_batch(read_graph(ds), ds)
+    assert out is not None and out.element_spec == ds.element_spec
+    for a, b in zip(ds, out, strict=True):
+        np.testing.assert_array_equal(a["label"].numpy(), b["label"].numpy())
+
+
 def test_what_is_not_a_site_or_cannot_be_cut(records):
     base = tf.data.TFRecordDataset(records)
     # a dense batch right after: the vectorizer batches the parse
     assert not parse_sites(read_graph(base.map(_dense).batch(8)))
-    # fixed-shape features only: the vectorizer's too
-    fixed = base.map(lambda r: tf.io.parse_single_example(r, {"label": SPEC["label"]}))
-    ds = fixed.padded_batch(8)
-    with pytest.raises(Refused, match="fixed shape"):
-        parse_per_batch(read_graph(ds), ds)
     # a FixedLenSequenceFeature would be padded to the batch's longest
     seq = {"tokens": tf.io.FixedLenSequenceFeature([], tf.int64, allow_missing=True)}
     ds = base.map(lambda r: tf.io.parse_single_example(r, seq)["tokens"]).padded_batch(8)

@@ -1,7 +1,8 @@
 """Records parsed per batch where no dense batch follows the parse: a per-example map that
-parses one serialized tf.train.Example with variable-length features (VarLenFeature), whose
+parses one serialized tf.train.Example (variable-length features, VarLenFeature, too), whose
 examples go on to a padded_batch, a bucketing, a filter or a packing loop (the vectorizer
-cannot batch them: they differ in shape). The map becomes
+batches a map only right before a dense batch; examples of varying shape never). The map
+becomes
 
     batch(n) -> map(parse the batch, each VarLenFeature as ragged) -> unbatch -> map(rest)
 
@@ -40,8 +41,8 @@ RECORDS_PER_BATCH = 256
 
 
 def parse_sites(graph: lint.DatasetGraph) -> list[lint.GraphStage]:
-    """Maps of one serialized record that parse it with variable-length features and reach
-    no dense batch (through shuffles, prefetches, options, repeats) before another stage."""
+    """Maps that parse (ParseExampleV2) and reach no dense batch (through shuffles,
+    prefetches, options, repeats) before another stage; _cut says which it cannot cut."""
     out = []
     for st in graph.stages:
         if st.op not in MAP_OPS or PARSE_OP not in st.fn_ops or st.batched or st.has_py_func:
@@ -101,8 +102,6 @@ def _cut(g: Any, node: Any) -> _Parse:
     if not all(tf.TensorShape(s).is_fully_defined() for s in parse.get_attr("dense_shapes")):
         raise Refused("a FixedLenSequenceFeature would be padded per batch")
     num_sparse = int(parse.get_attr("num_sparse"))
-    if not num_sparse:
-        raise Refused("every feature has a fixed shape (the vectorizer batches it)")
     gdef = graph.as_graph_def()
     outs = [t.name for t in parse.outputs]
     holders = {t: f"tfperf_parsed_{i}" for i, t in enumerate(outs)}
