@@ -268,12 +268,7 @@ def _functions(
     cut_names = [t.name for t in cut]
     placeholders = {f"fission_cut_{i}": t for i, t in enumerate(cut)}
     gdef_a = pruned(gdef, cut_names, {})
-    gdef_b = pruned(gdef, [t.name for t in outputs], {t.name: p for p, t in placeholders.items()})
-    for pname, t in placeholders.items():
-        ph = gdef_b.node.add()
-        ph.name, ph.op = pname, "Placeholder"
-        ph.attr["dtype"].type = t.dtype.as_datatype_enum
-        ph.attr["shape"].shape.CopyFrom(t.shape.as_proto())
+    gdef_b = fed_from(gdef, [t.name for t in outputs], placeholders)
     cap_specs = [tf.TensorSpec(None, t.dtype) for t in caps]
     in_a = [t.op.name for t in elems + caps]
     in_b = list(placeholders) + [t.op.name for t in caps]
@@ -289,7 +284,7 @@ def _functions(
 
         return call
 
-    outs_b = [_renamed(t.name, placeholders) for t in outputs]
+    outs_b = [renamed(t.name, placeholders) for t in outputs]
     specs_a = [tf.TensorSpec(t.shape, t.dtype) for t in elems] + cap_specs
     specs_b = [tf.TensorSpec(t.shape, t.dtype) for t in cut] + cap_specs
     fdefs: list[Any] = []
@@ -307,12 +302,24 @@ def _functions(
     return _Split(names[0], names[1], fdefs, types, shapes, stays, set())
 
 
-def _renamed(tensor: str, placeholders: dict[str, Any]) -> str:
+def renamed(tensor: str, placeholders: dict[str, Any]) -> str:
     """`tensor`'s name in f_b's graph: a cut tensor is read from its placeholder."""
     for pname, t in placeholders.items():
         if t.name == tensor:
             return f"{pname}:0"
     return tensor
+
+
+def fed_from(gdef: Any, fetches: list[str], placeholders: dict[str, Any]) -> Any:
+    """`gdef` pruned to `fetches`, each tensor of `placeholders` (placeholder name -> tensor)
+    read from a Placeholder of that name, of its dtype and shape."""
+    out = pruned(gdef, fetches, {t.name: p for p, t in placeholders.items()})
+    for pname, t in placeholders.items():
+        ph = out.node.add()
+        ph.name, ph.op = pname, "Placeholder"
+        ph.attr["dtype"].type = t.dtype.as_datatype_enum
+        ph.attr["shape"].shape.CopyFrom(t.shape.as_proto())
+    return out
 
 
 def pruned(gdef: Any, fetches: list[str], cut: dict[str, str]) -> Any:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rewrites import splice
-from tfperf.doctor.rewrites.fission import pruned
+from tfperf.doctor.rewrites.fission import fed_from, pruned, renamed
 from tfperf.doctor.rewrites.pfor_fn import Refused, _signatures, library_of
 
 if TYPE_CHECKING:
@@ -104,22 +104,17 @@ def _cut(g: Any, node: Any) -> _Parse:
     num_sparse = int(parse.get_attr("num_sparse"))
     gdef = graph.as_graph_def()
     outs = [t.name for t in parse.outputs]
-    holders = {t: f"tfperf_parsed_{i}" for i, t in enumerate(outs)}
-    rest = pruned(gdef, [t.name for t in graph.outputs], holders)
-    for t in parse.outputs:
-        ph = rest.node.add()
-        ph.name, ph.op = holders[t.name], "Placeholder"
-        ph.attr["dtype"].type = t.dtype.as_datatype_enum
-        ph.attr["shape"].shape.CopyFrom(t.shape.as_proto())
-    renamed = [f"{holders[t.name]}:0" if t.name in holders else t.name for t in graph.outputs]
+    placeholders = {f"tfperf_parsed_{i}": t for i, t in enumerate(parse.outputs)}
+    rest = fed_from(gdef, [t.name for t in graph.outputs], placeholders)
+    outputs = [renamed(t.name, placeholders) for t in graph.outputs]
     return _Parse(
         direct=_direct(parse, list(graph.outputs)),
         record=record.op.name,
         parse=pruned(gdef, outs, {}),
         parse_outputs=outs,
         rest=rest,
-        rest_inputs=[holders[t] for t in outs],
-        outputs=renamed,
+        rest_inputs=list(placeholders),
+        outputs=outputs,
         num_sparse=num_sparse,
         num_dense=len(parse.get_attr("Tdense")),
     )
