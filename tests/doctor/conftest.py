@@ -31,6 +31,7 @@ def evidence():
             "stages": [],
             "variants": {},
             "budget": 2**20,
+            "cache_budget": 2**20,
             "shuffle_bytes": {},
             "cache_candidate": None,
             "nondeterministic_rate": None,

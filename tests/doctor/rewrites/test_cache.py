@@ -5,9 +5,10 @@ after the cache; real files, read once."""
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 from tfperf.doctor.graph import lint
-from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, source_shuffle
+from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, source_shuffle, tf_len
 
 from helpers.doctorkit import FILES, epoch, files_pipeline, write_files
 
@@ -45,7 +46,7 @@ def test_a_partial_source_shuffle_becomes_a_full_one_after_the_cache(tmp_path):
 def test_a_small_budget_is_left_alone(tmp_path):
     paths = write_files(tmp_path)
     ds = files_pipeline(paths)
-    assert cache_work(lint.read_graph(ds), ds, budget=100) is None  # 20 x 16 B x 2 > 100 B
+    assert cache_work(lint.read_graph(ds), ds, budget=100) is None  # 20 x 16 B > 100 B
 
 
 def _records(tmp_path, n: int = 300) -> list[str]:
@@ -154,3 +155,61 @@ def test_a_padded_batch_after_the_cache_is_applied_again_as_a_padded_batch():
     for (t, y), (t0, y0) in zip(got, want, strict=True):
         assert t.tolist() == t0.tolist() and y.tolist() == y0.tolist()
     assert (got[0][0] == -1).any()  # padded with the user's value, not 0
+
+
+def clips(n: int = 48, samples: int = 16000) -> Any:
+    """A shuffled set of audio clips, each turned into framed log-mel examples and unbatched,
+    as an audio-tagging pipeline reads them: an stft per clip, every epoch."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    audio = rng.standard_normal((n, samples)).astype(np.float32)
+    labels = rng.integers(0, 10, n)
+    mel = tf.signal.linear_to_mel_weight_matrix(64, 513, 16000, 125.0, 7500.0)
+
+    def log_mel(clip: Any, label: Any) -> Any:
+        spec = tf.abs(tf.signal.stft(clip, 400, 20, 1024))
+        frames = tf.signal.frame(tf.math.log(tf.matmul(spec, mel) + 1e-3), 25, 12, axis=0)
+        return frames, tf.fill([tf.shape(frames)[0]], label)
+
+    ds = tf.data.Dataset.from_tensor_slices((audio, labels)).shuffle(n)
+    ds = ds.map(log_mel, num_parallel_calls=2).unbatch().shuffle(500)
+    return ds.batch(32).prefetch(2)
+
+
+def test_a_cache_slow_to_fill_is_timed_on_its_first_elements_and_the_unbatch_applied_again():
+    from tfperf.testing import assert_same_examples
+
+    ds = clips()
+    fixed = cache_work(lint.read_graph(ds), ds, budget=2**30, sample_seconds=0.01)
+    assert fixed is not None
+    kinds = [s.kind for s in lint.read_graph(fixed).stages if s.kind != "options"]
+    # (unbatch adds a map of its own, each time it is applied)
+    assert kinds[:4] == ["source", "map", "map", "cache"] and kinds[4] == "shuffle"
+    assert kinds[-4:] == ["unbatch", "shuffle", "batch", "prefetch"]
+    assert_same_examples(ds, fixed)  # the whole epoch: every clip cached
+    timed = fixed.doctor_timed  # 48 clips take far longer than 0.01 s
+    made = int(fixed.doctor_note.split("first ")[1].split(" of")[0])
+    assert fixed.doctor_note.startswith(f"timed with its first {made} of 48 elements cached")
+    assert 0 < made < 48
+    per_clip = sum(int(tf_len(b)) for b in ds) // 48
+    assert sum(int(tf_len(b)) for b in timed) == made * per_clip  # its first clips only
+    # Without a sample time (a replay), or where the whole fill is quick: no sample.
+    assert not hasattr(cache_work(lint.read_graph(ds), ds, budget=2**30), "doctor_timed")
+    assert not hasattr(cache_work(lint.read_graph(ds), ds, 2**30, 60.0), "doctor_timed")
+
+
+def test_fix_keeps_a_cache_timed_on_a_sample_and_returns_the_whole_cache(monkeypatch):
+    import tfperf
+    from tfperf.doctor.fix import candidates
+    from tfperf.testing import assert_same_examples
+
+    monkeypatch.setattr(candidates, "FILL_SECONDS", 0.05)  # the 48 clips' fill takes longer
+    ds = clips()
+    fast = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.what_ifs=[]"]
+    fixed, report = tfperf.optimize(ds, None, overrides=fast, budget_s=15)
+    row = next(t for t in report.fix.trials if t.name == "cache the deterministic prefix")
+    assert row.kept, row
+    assert "timed with its first" in row.reason and "of 48 elements cached" in row.reason
+    assert_same_examples(ds, fixed)  # every clip, not the sample the trial timed

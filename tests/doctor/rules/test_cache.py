@@ -140,3 +140,21 @@ def test_a_parse_the_vectorizer_refuses_keeps_its_cost_for_the_cache(evidence):
     assert f.change.startswith("move .cache() from cache#1") and "after map#3" in f.change
     batched = _serialized_tensors().shuffle(100).map(plain).batch(10)
     assert rule_no_cache(_costly(evidence, batched, us=8000.0)) == []
+
+
+def test_work_before_an_unbatch_is_costed_by_the_unbatch(evidence):
+    # A clip's map makes many examples at once: the stages before the unbatch have no cost per
+    # example, the unbatch's prefix difference carries their work (an audio set's log-mel map:
+    # no cache finding until it was counted).
+    clips = tf.data.Dataset.from_tensor_slices(np.zeros([100, 40], np.float32)).shuffle(100)
+    ds = clips.map(lambda c: tf.reshape(tf.sqrt(c), [4, 10])).unbatch().batch(10)
+    graph = evidence(ds).graph
+    unbatch = next(s for s in graph.stages if s.kind == "unbatch")
+    # the cacheable prefix ends with the unbatch's own map (it adds one), right before it
+    mapped = [s for s in graph.stages if s.kind == "map"][-1]
+    timing = [StageTiming(unbatch.index, unbatch.label, unbatch.kind, 100.0, 8000.0)]
+    rates = {"pipeline": 100.0, "compute": 1000.0, "training": 100.0}
+    found = evidence(ds, **rates, stages=timing, cache_candidate=(mapped, 100, 4000))
+    (f,) = rule_no_cache(found)
+    assert f.stage.startswith("map#3") and f.saves_wall == pytest.approx(8e-3)
+    assert rule_no_cache(evidence(ds, **rates, cache_candidate=(mapped, 100, 4000))) == []

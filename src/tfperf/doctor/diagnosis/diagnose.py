@@ -53,6 +53,7 @@ from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.probes.bounded import (
     Bounded,
     bounded,
+    cache_budget_bytes,
     cache_findings,
     ram_budget_bytes,
 )
@@ -293,7 +294,7 @@ def diagnose(
     original = dataset if dataset is not None else make_input_dataset(cfg, training=True)
     # The static lint first: nothing runs before the graph has been read and bounded.
     graph = lint.read_graph(original)
-    capped = bounded(original, graph, ram_budget_bytes(cfg))
+    capped = bounded(original, graph, ram_budget_bytes(cfg), cache_budget_bytes(cfg))
     ds = capped.dataset
     # The first element is pulled once, within the budget: one slower than all of it is a
     # diagnosis that says so, not a hang.
@@ -381,6 +382,7 @@ def diagnose(
         variants=variants,
         paired=paired,
         budget=ram_budget_bytes(cfg),
+        cache_budget=cache_budget_bytes(cfg),
         shuffle_bytes=shuffle_bytes,
         shuffle_early_bytes=capped.early_bytes,
         cache_candidate=cache_candidate(capped.graph),
@@ -409,7 +411,7 @@ def diagnose(
     on_target = d.target is not None and pipeline.examples_per_s.median < d.target
     if on_target:
         ranked = pipeline_first(ranked)
-    findings = cache_findings(capped, evidence.budget) + ranked
+    findings = cache_findings(capped, evidence.cache_budget) + ranked
     fractions = training.input_bound_fractions
     boundary = None if inconsistent or missing else boundary_of(fractions, close)
     # Input advice is dropped only when every repeat says not input-bound: a verdict near

@@ -20,7 +20,7 @@ from tfperf.doctor.evidence.evidence import (
     cpu_count,
 )
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
+from tfperf.doctor.probes.bounded import bounded, cache_budget_bytes, ram_budget_bytes
 from tfperf.doctor.probes.target import (
     StepTarget,
     build_target,
@@ -165,7 +165,7 @@ def _training_at(name: str, cfg: RunConfig, batch: int, limit: float | None = No
     big = cfg.model_copy(deep=True)
     big.pipeline.batch_size = batch
     ds = make_input_dataset(big, training=True)
-    ds = bounded(ds, lint.read_graph(ds), ram_budget_bytes(cfg)).dataset
+    ds = bounded(ds, lint.read_graph(ds), ram_budget_bytes(cfg), cache_budget_bytes(cfg)).dataset
     got = real_batch(ds)
     if got != batch:
         raise IgnoresBatchSize(

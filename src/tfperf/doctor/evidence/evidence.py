@@ -51,7 +51,8 @@ class Evidence:
     compute_batch: float  # examples per batch of (b)
     stages: list[StageTiming]
     variants: dict[str, float]
-    budget: int  # bytes a buffer or cache may hold
+    budget: int  # bytes a shuffle buffer may hold
+    cache_budget: int  # bytes an in-memory cache may hold (probes/bounded.cache_budget_bytes)
     shuffle_bytes: dict[int, int]  # stage index -> bytes per buffered element
     cache_candidate: tuple[lint.GraphStage, int, int] | None  # (last stage, elements, bytes)
     nondeterministic_rate: float | None

@@ -13,8 +13,14 @@ from tfperf.doctor.evidence.evidence import cpu_count
 from tfperf.doctor.evidence.findings import Diagnosis
 from tfperf.doctor.fix.trials import Skipped
 from tfperf.doctor.graph import lint
+from tfperf.doctor.probes.bounded import cache_budget_bytes
 from tfperf.doctor.probes.budget import FIX_CLOCK
-from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, early_caches
+from tfperf.doctor.rewrites.cache import (
+    FILL_SECONDS,
+    cache_work,
+    cacheable_prefix,
+    early_caches,
+)
 from tfperf.doctor.rewrites.csv_batched import batched_csv, find_csv
 from tfperf.doctor.rewrites.edits import (
     batch_before_map,
@@ -167,7 +173,10 @@ def dataset_candidates(
     )
     cache = next((f for f in diag.findings if f.code == "no_cache"), None) if diag else None
     if cache is not None or diag is None or cacheable:
-        add_cache = lambda d, g: cache_work(g, d, default_budget())  # noqa: E731
+        # A trial times the cache filled (a sample where a whole epoch takes long); a replay
+        # builds it alone.
+        fill = FILL_SECONDS if diag is not None else None
+        add_cache = lambda d, g: cache_work(g, d, cache_budget_bytes(), fill)  # noqa: E731
         cands.append((CACHE_PREFIX.label, add_cache))
     if lint.float64_outputs(graph) or float64_constants(graph.graph_def):
         # Computed in float32 from the float64 arrays on; else cast at the output.

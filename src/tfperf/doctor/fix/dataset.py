@@ -92,6 +92,10 @@ def fix_dataset(
     random = any(s.is_random for s in graph.stages)
     checkable = lint.known_cardinality(ds) is not None and not random
     best_ds = ds
+    # What the trials time: best_ds, or it with a cache timed on a sample (rewrites/cache.py
+    # FILL_SECONDS), each later rewrite applied to both.
+    timed_ds = ds
+    timed_of: dict[int, tf.data.Dataset] = {}
     trials: list[FixTrial] = []
     changes: list[str] = []
     done = (CAP_SHUFFLE.label, SHUFFLE_EARLY.label)  # RAM changes, decided above
@@ -103,7 +107,10 @@ def fix_dataset(
     for name, rewrite in cands:
 
         def build(
-            name: str = name, rewrite: DatasetRewrite = rewrite, best: tf.data.Dataset = best_ds
+            name: str = name,
+            rewrite: DatasetRewrite = rewrite,
+            best: tf.data.Dataset = best_ds,
+            timed: tf.data.Dataset = timed_ds,
         ) -> tuple[tf.data.Dataset, Probe, Probe]:
             cand = rewrite(best, lint.read_graph(best))
             if cand is None:
@@ -127,12 +134,18 @@ def fix_dataset(
             except (ExamplesOutOfTime, Abandoned) as cut:
                 # Never timed unchecked: a rewrite that may change the examples is not kept.
                 raise Skipped(f"not verified: {cut}") from None
-            current = trial_probe("best so far", cfg, best, batch)
-            return cand, current, trial_probe(name, cfg, cand, batch)
+            timed_cand = getattr(cand, "doctor_timed", cand)
+            if timed is not best:
+                timed_cand = rewrite(timed, lint.read_graph(timed))
+                if timed_cand is None:
+                    raise Skipped("not applicable to the pipeline with its cache sampled")
+            timed_of[id(cand)] = timed_cand
+            current = trial_probe("best so far", cfg, timed, batch)
+            return cand, current, trial_probe(name, cfg, timed_cand, batch)
 
         better = run_trial(name, name, build, d, tick, trials)
         if better is not None:
-            best_ds = better
+            best_ds, timed_ds = better, timed_of[id(better)]
             changes.append(name)
     # Precision is a run-file change that applies to any pipeline (the rewritten one here).
     train_only = [
@@ -140,12 +153,12 @@ def fix_dataset(
         for name, ch in run_file_candidates(cfg, diag)
         if train_changes and all(k.startswith("train.") for k in ch)
     ]
-    on_best = lambda c, n: trial_probe(n, c, best_ds, batch)  # noqa: E731
+    on_best = lambda c, n: trial_probe(n, c, timed_ds, batch)  # noqa: E731
     best_cfg, kept = try_changes(train_only, cfg, on_best, tick, trials)
     predicted = predict(trials, diag)
     optimized = None
     if changes or kept:
-        optimized = lambda n: trial_probe(n, best_cfg, best_ds, batch)  # noqa: E731
+        optimized = lambda n: trial_probe(n, best_cfg, timed_ds, batch)  # noqa: E731
     original = lambda n: trial_probe(n, cfg, ds, batch)  # noqa: E731
     known = diag.training.examples_per_s.median  # reported if the final check is abandoned
     outcome = final_check(original, optimized, d, tick, trials, known)

@@ -103,6 +103,26 @@ def ram_budget_bytes(cfg: RunConfig) -> int:
     return int(min(cfg.pipeline.shuffle_ram_mb * 2**20, psutil.virtual_memory().available / 2))
 
 
+# A cache holds the examples of a whole epoch, which users size to their host: the spectrograms
+# of a 9,473-clip audio set take 1.6 GB, over the shuffle buffer's 1 GiB default.
+CACHE_RAM_SHARE = 0.25
+
+
+def cache_budget_bytes(cfg: RunConfig | None = None) -> int:
+    """The RAM an in-memory cache may use: the run file's pipeline.shuffle_ram_mb where it
+    sets one (at most half the free RAM), else a quarter of the free RAM (at least the
+    shuffle buffer's default)."""
+    from tfperf.config import PipelineConfig
+
+    available = psutil.virtual_memory().available
+    pipeline = cfg.pipeline if cfg is not None else PipelineConfig()
+    if "shuffle_ram_mb" in pipeline.model_fields_set:
+        return int(min(pipeline.shuffle_ram_mb * 2**20, available / 2))
+    return int(
+        max(min(pipeline.shuffle_ram_mb * 2**20, available / 2), available * CACHE_RAM_SHARE)
+    )
+
+
 def memory_cache(graph_def: Any, stage: lint.GraphStage) -> bool:
     """A cache() in RAM (no file name)."""
     nodes = {n.name: n for n in graph_def.node}
@@ -137,11 +157,14 @@ def _prefix_before(graph: lint.DatasetGraph, st: lint.GraphStage) -> tf.data.Dat
     return lint.prefix_dataset(graph, graph.stages[st.index - 1])
 
 
-def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bounded:
+def bounded(
+    ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int, cache_budget: int | None = None
+) -> Bounded:
     """`ds` as the doctor may time it: every shuffle buffer over `budget` bytes capped (at
-    most MEASURE_BUFFER elements) and every in-memory cache whose epoch outgrows `budget`
-    left out. Stages are handled source first, so a size is read from an already capped
-    prefix: no buffer is ever filled beyond the budget."""
+    most MEASURE_BUFFER elements) and every in-memory cache whose epoch outgrows
+    `cache_budget` (default: `budget`) left out. Stages are handled source first, so a size
+    is read from an already capped prefix: no buffer is ever filled beyond the budget."""
+    cache_budget = budget if cache_budget is None else cache_budget
     g = copy.deepcopy(graph.graph_def)
     work = lint.DatasetGraph(g, graph.stages, graph.element_spec, graph.deterministic_option)
     out = Bounded(ds, work)
@@ -169,7 +192,7 @@ def bounded(ds: tf.data.Dataset, graph: lint.DatasetGraph, budget: int) -> Bound
         elif st.kind == "cache" and memory_cache(g, st):
             n = lint.known_cardinality(before)
             infinite = lint.infinite(before)
-            if infinite or (n is not None and n * per > budget):
+            if infinite or (n is not None and n * per > cache_budget):
                 out.oversize_caches.append((st, None if infinite else n, per))
                 _bypass(g, st)
     if out.capped or out.oversize_caches:
@@ -208,7 +231,8 @@ def cache_findings(b: Bounded, budget: int) -> list[Finding]:
                 "in-memory cache larger than the RAM budget",
                 st.label,
                 f"{st.label} holds {held}; budget {budget / 2**20:,.1f} MiB "
-                "(pipeline.shuffle_ram_mb, at most half the free RAM)",
+                "(pipeline.shuffle_ram_mb where the run file sets it, at most half the free "
+                "RAM; else a quarter of the free RAM)",
                 "cache to a file (.cache('/fast/disk/cache')), cache an earlier, smaller "
                 "stage (before decoding or resizing), or drop the cache",
                 "no swapping or out-of-memory kill in the first epoch",

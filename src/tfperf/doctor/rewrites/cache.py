@@ -18,7 +18,8 @@ from tfperf.doctor.probes.bounded import UnmeasuredBytes, mean_bytes, memory_cac
 if TYPE_CHECKING:
     import tensorflow as tf
 
-REAPPLIED = ("batch", "shuffle", "prefetch", "repeat", "options")  # stages after the cache
+# Stages after the cache, applied again to the cached elements.
+REAPPLIED = ("batch", "shuffle", "prefetch", "repeat", "options", "unbatch")
 # Elements of a source whose count tf.data does not know (records read from files) are
 # counted in one pass, when it takes at most this long; a larger source stays unknown.
 COUNT_SECONDS = 4.0  # a 60,000-record source (MNIST-sized) counts in 1.3-2.7 s idle
@@ -190,6 +191,8 @@ def _reapply(
         elif st.kind == "repeat":
             count = lint.const_value(nodes, node.input[1])
             ds = ds.repeat(None if count is None or int(count) < 0 else int(count))
+        elif st.kind == "unbatch":
+            ds = ds.unbatch()
         elif st.kind != "options":
             return None
     return ds
@@ -226,13 +229,38 @@ def _padded_batch(
     )
 
 
+# The cache's trial times the epochs after the first. Where filling it takes longer than this,
+# the candidate carries `doctor_timed`: the same pipeline over the first elements the cached
+# work makes in about this time (a trial cannot wait for a whole epoch of decoded audio).
+FILL_SECONDS = 2.0
+
+
+def made_within(ds: tf.data.Dataset, seconds: float) -> int | None:
+    """Elements of `ds` made within `seconds` (pulled in small batches), or None when its one
+    pass ends sooner."""
+    import time
+
+    import tensorflow as tf
+
+    flags = ds if _stackable(ds.element_spec) else ds.map(lambda *_: tf.constant(True))
+    deadline, count = time.monotonic() + seconds, 0
+    for batch in flags.batch(PROBE_BATCH).prefetch(1):
+        count += tf_len(batch)
+        if time.monotonic() > deadline:
+            return count
+    return None
+
+
 def cache_work(
-    graph: lint.DatasetGraph, ds: tf.data.Dataset, budget: int
+    graph: lint.DatasetGraph,
+    ds: tf.data.Dataset,
+    budget: int,
+    sample_seconds: float | None = None,
 ) -> tf.data.Dataset | None:
     """`ds` with its cacheable prefix cached in RAM (a source shuffle moved after the cache,
-    over every element), when the cached elements and that shuffle's buffer fit `budget`
-    bytes and only REAPPLIED stages follow; None otherwise."""
-    import tensorflow as tf
+    over every element), when the cached elements fit `budget` bytes and only REAPPLIED
+    stages follow; None otherwise. With `sample_seconds`, a cache that takes longer to fill
+    gets `doctor_timed` (see FILL_SECONDS) and a `doctor_note` saying so."""
 
     prefix = cacheable_prefix(graph)
     if not prefix or not any(s.kind in ("map", "parse", "read") for s in prefix):
@@ -248,14 +276,43 @@ def cache_work(
         work = _without(work, old)
     cached = lint.prefix_dataset(work, end)
     n = element_count(work, count_stage(prefix))
+    # A shuffle after the cache holds the cached tensors, not copies (2,000 elements of 1 MB:
+    # RSS grew 1.9 GB with or without a shuffle(2000) after the cache).
     try:
-        held = (2 if shuffle is not None else 1) * (n or 0) * mean_bytes(cached)
+        held = (n or 0) * mean_bytes(cached)
     except UnmeasuredBytes:
         return None  # its size in RAM is unknown: no cache proposed
     if n is None or held > budget:
         return None
+    out = _cached(ds, graph, cached, n, shuffle is not None, rest)
+    if out is None or sample_seconds is None:
+        return out
+    made = made_within(cached, sample_seconds)
+    if made is not None and made < n:
+        timed = _cached(ds, graph, cached.take(made), made, shuffle is not None, rest)
+        if timed is not None:
+            out.doctor_timed = timed
+            out.doctor_note = (
+                f"timed with its first {made:,} of {n:,} elements cached: the epochs after "
+                "the first (the first runs at the pipeline's pace while the cache fills)"
+            )
+    return out
+
+
+def _cached(
+    ds: tf.data.Dataset,
+    graph: lint.DatasetGraph,
+    cached: tf.data.Dataset,
+    n: int,
+    shuffled: bool,
+    rest: list[lint.GraphStage],
+) -> tf.data.Dataset | None:
+    """`cached` cached, reshuffled over its `n` elements when the source was, then the stages
+    `rest` again, as `ds`'s element spec and options."""
+    import tensorflow as tf
+
     out = cached.cache()
-    if shuffle is not None:
+    if shuffled:
         out = out.shuffle(n, reshuffle_each_iteration=True)
     out = _reapply(out, graph, rest)
     if out is None:

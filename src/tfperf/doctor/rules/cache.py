@@ -64,10 +64,15 @@ def rule_no_cache(ctx: Evidence) -> list[Finding]:
     # What the early cache already saves is not counted again.
     after = early[-1].index if early else -1
     prefix = [s for s in ctx.graph.stages if after < s.index <= last.index]
-    if size > ctx.budget or not any(s.kind in WORK_KINDS for s in prefix):
+    if size > ctx.cache_budget or not any(s.kind in WORK_KINDS for s in prefix):
         return []
     # Count only what the stage's own, more specific fix would leave.
     cost = sum(ctx.stage_cost(s.index) * (1.0 - fixed_share(ctx, s)) for s in prefix)
+    nxt = next((s for s in ctx.graph.stages if s.index > last.index), None)
+    if nxt is not None and nxt.kind == "unbatch":
+        # Elements that are not yet examples (a clip's frames) have no cost per example: the
+        # unbatch's prefix difference carries the work before it.
+        cost += ctx.stage_cost(nxt.index)
     if cost * ctx.pipeline < MIN_CACHE_SHARE:
         return []
     new_p = ctx.pipeline_without(cost)
@@ -79,7 +84,7 @@ def rule_no_cache(ctx: Evidence) -> list[Finding]:
             last.label,
             f"stages up to {last.label} are deterministic and cost {cost * 1e6:.1f} us per example "
             f"(~{min(cost * ctx.pipeline, 1):.0%} of the pipeline); their {n:,} "
-            f"elements take ~{size / 2**20:,.1f} MiB (budget {ctx.budget / 2**20:,.0f} MiB)",
+            f"elements take ~{size / 2**20:,.1f} MiB (budget {ctx.cache_budget / 2**20:,.0f} MiB)",
             (
                 f"move .cache() from {early[-1].label}, where it holds what the work reads, "
                 f"to after {last.label}"
