@@ -213,3 +213,6 @@ def test_fix_keeps_a_cache_timed_on_a_sample_and_returns_the_whole_cache(monkeyp
     assert row.kept, row
     assert "timed with its first" in row.reason and "of 48 elements cached" in row.reason
     assert_same_examples(ds, fixed)  # every clip, not the sample the trial timed
+    # The trials timed a shuffle(128) in place of the shuffle(500): the user's is kept.
+    buffers = [s.buffer_size for s in lint.read_graph(fixed).stages if s.kind == "shuffle"]
+    assert buffers == [48, 500], buffers

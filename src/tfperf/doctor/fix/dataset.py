@@ -174,6 +174,8 @@ def fix_dataset(
         # The user's pipeline gets the buffer capped to the budget, not the timed copy's.
         best_ds = replay(users_ds, changes, diag, strict=False)
         changes.insert(0, CAP_SHUFFLE.label)
+    elif capped.timed_buffers:  # timed with smaller shuffle buffers: the user's keep theirs
+        best_ds = replay(users_ds, changes, diag, strict=False)
     if early is not None:
         trials.insert(0, early[1])
         changes[:0] = [SHUFFLE_EARLY.label] if early[1].kept else []

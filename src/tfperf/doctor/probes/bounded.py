@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 # An over-budget buffer is measured with at most this many elements: a shuffle's steady
 # rate does not depend on its size, and every probe refills it in its untimed warm-up.
 MEASURE_BUFFER = 10_000
+# Any buffer is timed with at most this many: a real-size pipeline's shuffle(20000) after an
+# unbatch took 9 s to fill at each probe beside two CPU hogs (a trial pair took 20 s), and a
+# shuffle(512) of decoded images 6-12 s; 128 fill in well under a second.
+TIMED_BUFFER = 128
 
 
 @dataclass
@@ -37,6 +41,8 @@ class Bounded:
     # (lint.maps_before): what its buffer would hold there.
     early_bytes: dict[int, int] = field(default_factory=dict)
     capped: dict[int, int] = field(default_factory=dict)  # shuffle stage -> measured buffer
+    # shuffle stage -> the buffer it is timed with, within the RAM budget (TIMED_BUFFER)
+    timed_buffers: dict[int, int] = field(default_factory=dict)
     oversize_caches: list[tuple[lint.GraphStage, int | None, int]] = field(default_factory=list)
     unmeasured: dict[int, str] = field(default_factory=dict)  # stage -> why its size is unknown
 
@@ -61,6 +67,13 @@ class Bounded:
             for st in self.graph.stages
             if st.index in self.unmeasured
         ]
+        if self.timed_buffers:
+            labels = ", ".join(s.label for s in self.graph.stages if s.index in self.timed_buffers)
+            out.append(
+                f"{labels}: timed with a buffer of {TIMED_BUFFER} elements (a shuffle's rate per "
+                "element does not depend on its buffer; filling the whole one at every probe "
+                "would spend the time budget); the pipeline returned keeps its buffer"
+            )
         return out
 
 
@@ -189,13 +202,16 @@ def bounded(
             if plan.granted < plan.requested:
                 out.capped[st.index] = max(1, min(plan.granted, MEASURE_BUFFER))
                 _set_buffer(g, st, out.capped[st.index])
+            elif st.buffer_size > TIMED_BUFFER:
+                out.timed_buffers[st.index] = TIMED_BUFFER
+                _set_buffer(g, st, TIMED_BUFFER)
         elif st.kind == "cache" and memory_cache(g, st):
             n = lint.known_cardinality(before)
             infinite = lint.infinite(before)
             if infinite or (n is not None and n * per > cache_budget):
                 out.oversize_caches.append((st, None if infinite else n, per))
                 _bypass(g, st)
-    if out.capped or out.oversize_caches:
+    if out.capped or out.oversize_caches or out.timed_buffers:
         out.dataset = lint.rebuild(g, ds.element_spec)
     # A cache left out is not a stage of the copy: its prefix is not timed (it would fill).
     gone = {st.index for st, _, _ in out.oversize_caches}
