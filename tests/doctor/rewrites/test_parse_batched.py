@@ -93,6 +93,23 @@ def test_the_rest_of_the_function_runs_per_example_before_a_bucketing(records):
     assert_same_examples(ds, out)
 
 
+def _branching(record):
+    """A tf.cond after the parse (a segmentation pipeline decodes JPEG or PNG by format)."""
+    parsed = tf.io.parse_single_example(record, SPEC)
+    tokens = tf.sparse.to_dense(parsed["tokens"])
+    odd = tf.equal(parsed["label"] % 2, 1)
+    return tf.cond(odd, lambda: tokens * 2, lambda: tokens + 1), parsed["label"]
+
+
+def test_a_rest_with_a_cond_keeps_its_branch_functions(records):
+    # Its branches are functions of the map's library: "Unable to find FunctionDef for
+    # __inference_cond_false_126" when the new maps' graph was serialized.
+    ds = tf.data.TFRecordDataset(records).map(_branching).padded_batch(16)
+    out = parse_per_batch(read_graph(ds), ds)
+    assert out is not None and "UnbatchDataset" in _ops(out)
+    assert_same_examples(ds, out)
+
+
 def test_a_parse_returning_sparse_tensors_before_a_filter_keeps_them(records):
     def parse(record):
         return tf.io.parse_single_example(record, SPEC)

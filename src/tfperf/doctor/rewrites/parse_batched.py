@@ -198,6 +198,23 @@ def _rest(cut: _Parse) -> Any:
     return rest
 
 
+def _register(mapped: tf.data.Dataset) -> None:
+    """The functions a new map's traced function calls (a tf.cond's branches, imported with
+    the cut graph under new names) made known to the eager context, where the dataset's
+    serialization looks them up ("Unable to find FunctionDef for __inference_cond_false_31_70
+    in the registry" on a segmentation pipeline's decode). tf.data keeps the traced function
+    in the map dataset's `_map_func`."""
+    from tensorflow.python.eager import context
+
+    traced = getattr(getattr(mapped, "_map_func", None), "function", None)
+    if traced is None:
+        return
+    ctx = context.context()
+    for fdef in traced.graph.as_graph_def().library.function:
+        if not ctx.has_function(fdef.signature.name):
+            ctx.add_function_def(fdef)
+
+
 def _as_tensors(*parts: Any) -> tuple[Any, ...]:
     import tensorflow as tf
 
@@ -223,10 +240,12 @@ def parse_per_batch(
     # Built on a stand-in source of one record, then copied in after the map's input.
     stand_in = tf.data.Dataset.from_tensors(tf.constant(b""))
     chain = stand_in.batch(records).map(_batched_parse(cut), num_parallel_calls=tf.data.AUTOTUNE)
+    _register(chain)
     # After the unbatch a row of a ragged batch is a variant; the map after it makes it the
     # tensor the map's consumers read (in direct mode that is all it does).
     after = _rest(cut) if cut.direct is None else _as_tensors
     chain = chain.unbatch().map(after, num_parallel_calls=tf.data.AUTOTUNE)
+    _register(chain)
     got = splice.import_dataset(g, chain, f"{st.name}/tfperf_parse_batched")
     batch = next(n for op in BATCH_OPS for n in got.get(op, []))
     last = got["ParallelMapDatasetV2"][-1]
