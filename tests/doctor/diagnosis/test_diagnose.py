@@ -316,3 +316,17 @@ def test_close_rates_make_a_boundary_statement_unless_every_repeat_was_highly_in
     assert boundary_of([0.13, 0.25], close).startswith("between input-bound and not")
     assert boundary_of([0.32, 0.39], close) is None  # input-bound however close the rates
     assert boundary_of([0.01, 0.03], None) is None
+
+
+def test_a_noisy_run_widens_the_range_its_verdict_is_drawn_from():
+    # Training's repeats 1.9x apart: 6-19% reads as within the noise of the 5% threshold.
+    assert boundary_of([0.06, 0.19], None) is None  # all moderately, taken as measured
+    said = boundary_of([0.06, 0.19], None, noise=1.9)
+    assert said == (
+        "between input-bound and not input-bound: 6-19% (within the noise: training's "
+        "repeats ranged 1.9x)"
+    )
+    # Far from a threshold, or quiet repeats: the verdict stands.
+    assert boundary_of([0.01, 0.02], None, noise=1.2) is None
+    assert boundary_of([0.9, 0.95], None, noise=2.5) is None
+    assert boundary_of([0.06, 0.19], None, noise=1.05) is None

@@ -413,7 +413,8 @@ def diagnose(
         ranked = pipeline_first(ranked)
     findings = cache_findings(capped, evidence.cache_budget) + ranked
     fractions = training.input_bound_fractions
-    boundary = None if inconsistent or missing else boundary_of(fractions, close)
+    noise = training.examples_per_s.spread
+    boundary = None if inconsistent or missing else boundary_of(fractions, close, noise)
     # Input advice is dropped only when every repeat says not input-bound: a verdict near
     # the boundary kept it in one run and dropped it in the next.
     if verdict == "not input-bound" and boundary is None and not on_target:

@@ -103,12 +103,32 @@ def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
     )
 
 
-def boundary_of(fractions: list[float], close: str | None) -> str | None:
+# The widest noise (training's slowest to fastest repeat) that widens the wait's range.
+MAX_NOISE = 2.0
+
+
+def boundary_of(fractions: list[float], close: str | None, noise: float = 1.0) -> str | None:
     """The boundary statement of a verdict: `close` (the two rates within the noise of each
     other) makes one whatever the repeats said, unless every repeat was highly input-bound
     (a pipeline that starves training by a fifth or more is input-bound however close the
     rates: jena's 32-39% had read "between" for overlapping rates); else the repeats'
-    straddle of a threshold (verdict_range), or None."""
+    straddle of a threshold (verdict_range), or None.
+
+    `noise` (training's slowest to fastest repeat) widens the repeats' range by that factor
+    first: beside two CPU hogs one run of a pipeline read 6-19% (moderately input-bound) with
+    its training repeats 1.9x apart, where four runs read 3-11% (between)."""
     if close is not None and min(fractions, default=0.0) < HIGHLY:
         return near_boundary(fractions, close)
-    return verdict_range(fractions)
+    said = verdict_range(fractions)
+    if said is not None or not fractions or noise <= 1.0:
+        return said
+    factor = min(noise, MAX_NOISE)
+    wide = verdict_range([min(fractions) / factor, min(1.0, max(fractions) * factor)])
+    if wide is None:
+        return None
+    head = wide.split(":")[0]
+    low, high = min(fractions), max(fractions)
+    return (
+        f"{head}: {low:.0%}-{high:.0%}".replace("%-", "-", 1)
+        + f" (within the noise: training's repeats ranged {noise:.1f}x)"
+    )
