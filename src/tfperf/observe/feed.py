@@ -36,17 +36,17 @@ def verdict_range(fractions: list[float]) -> str | None:
     # straddles "not", is left to the figures: beside two CPU hogs one pipeline's highest
     # repeat read 11% in one run and 22% in the next, flipping the statement's words.
     upper = "input-bound" if lower == "not input-bound" else upper.split()[0]
-    return f"between {upper} and {lower}: {_percents(low, high)}"
+    return f"between {upper} and {lower}: {percents(low, high)}"
 
 
 def near_boundary(fractions: list[float], why: str) -> str:
     """The boundary statement of a verdict whose repeats all say not input-bound although
     `why` says the input may set the pace on a busier host."""
     low, high = min(fractions, default=0.0), max(fractions, default=0.0)
-    return f"between input-bound and not input-bound: {_percents(low, high)} ({why})"
+    return f"between input-bound and not input-bound: {percents(low, high)} ({why})"
 
 
-def _percents(low: float, high: float) -> str:
+def percents(low: float, high: float) -> str:
     """'5-14%': a range of fractions as percents."""
     return f"{low:.0%}-{high:.0%}".replace("%-", "-", 1)
 

@@ -8,7 +8,7 @@ rate outlasted the budget. diagnose.py measures; this module only reads the meas
 from __future__ import annotations
 
 from tfperf.measure import Measurement
-from tfperf.observe.feed import HIGHLY, near_boundary, verdict_range
+from tfperf.observe.feed import HIGHLY, near_boundary, percents, verdict_range
 from tfperf.util.format import number
 
 REQUIRED = ("pipeline", "compute limit", "training")  # the three rates every verdict needs
@@ -127,8 +127,5 @@ def boundary_of(fractions: list[float], close: str | None, noise: float = 1.0) -
     if wide is None:
         return None
     head = wide.split(":")[0]
-    low, high = min(fractions), max(fractions)
-    return (
-        f"{head}: {low:.0%}-{high:.0%}".replace("%-", "-", 1)
-        + f" (within the noise: training's repeats ranged {noise:.1f}x)"
-    )
+    measured = percents(min(fractions), max(fractions))
+    return f"{head}: {measured} (within the noise: training's repeats ranged {noise:.1f}x)"

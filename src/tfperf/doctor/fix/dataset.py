@@ -26,7 +26,7 @@ from tfperf.doctor.fix.trials import (
     try_changes,
 )
 from tfperf.doctor.graph import lint
-from tfperf.doctor.probes.bounded import bounded, ram_budget_bytes
+from tfperf.doctor.probes.bounded import bounded, cache_budget_bytes, ram_budget_bytes
 from tfperf.doctor.probes.budget import (
     CHECK_FLOOR_SECONDS,
     FIX_CLOCK,
@@ -83,7 +83,7 @@ def fix_dataset(
     # The trials time a copy as the diagnosis did: such a buffer holds MEASURE_BUFFER
     # elements (filled to the budget at every warm-up it would take minutes and GiBs), an
     # in-memory cache beyond the budget is left out.
-    capped = bounded(ds, lint.read_graph(ds), ram)
+    capped = bounded(ds, lint.read_graph(ds), ram, cache_budget_bytes(cfg))
     ds = capped.dataset
     graph = lint.read_graph(ds)
     batch = diag.batch_size
@@ -95,7 +95,6 @@ def fix_dataset(
     # What the trials time: best_ds, or it with a cache timed on a sample (rewrites/cache.py
     # FILL_SECONDS), each later rewrite applied to both.
     timed_ds = ds
-    timed_of: dict[int, tf.data.Dataset] = {}
     trials: list[FixTrial] = []
     changes: list[str] = []
     done = (CAP_SHUFFLE.label, SHUFFLE_EARLY.label)  # RAM changes, decided above
@@ -139,13 +138,13 @@ def fix_dataset(
                 timed_cand = rewrite(timed, lint.read_graph(timed))
                 if timed_cand is None:
                     raise Skipped("not applicable to the pipeline with its cache sampled")
-            timed_of[id(cand)] = timed_cand
+            cand.doctor_timed = timed_cand  # what the later trials time in its place
             current = trial_probe("best so far", cfg, timed, batch)
             return cand, current, trial_probe(name, cfg, timed_cand, batch)
 
         better = run_trial(name, name, build, d, tick, trials)
         if better is not None:
-            best_ds, timed_ds = better, timed_of[id(better)]
+            best_ds, timed_ds = better, better.doctor_timed
             changes.append(name)
     # Precision is a run-file change that applies to any pipeline (the rewritten one here).
     train_only = [

@@ -129,11 +129,10 @@ def cache_budget_bytes(cfg: RunConfig | None = None) -> int:
 
     available = psutil.virtual_memory().available
     pipeline = cfg.pipeline if cfg is not None else PipelineConfig()
+    shuffle_budget = int(min(pipeline.shuffle_ram_mb * 2**20, available / 2))
     if "shuffle_ram_mb" in pipeline.model_fields_set:
-        return int(min(pipeline.shuffle_ram_mb * 2**20, available / 2))
-    return int(
-        max(min(pipeline.shuffle_ram_mb * 2**20, available / 2), available * CACHE_RAM_SHARE)
-    )
+        return shuffle_budget
+    return int(max(shuffle_budget, available * CACHE_RAM_SHARE))
 
 
 def memory_cache(graph_def: Any, stage: lint.GraphStage) -> bool:
