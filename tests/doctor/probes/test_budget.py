@@ -93,7 +93,13 @@ def test_a_slow_pipeline_stays_within_a_small_budget(tmp_path: Path, cli):
     # The budget covers the measuring; the warm-ups of the three required probes come on
     # top (generous for a loaded 2-core machine).
     assert took < BUDGET + 35, took
-    assert diag["training"]["examples_per_s"] > 0
+    # Training's rate, or (its first repeat outlasting what a loaded host left of the
+    # budget: seen at six workers) a note naming it not measured within the budget.
+    trained = diag["training"]["examples_per_s"] > 0
+    assert trained or any(
+        n.startswith("training: ") and "not measured within the time budget" in n
+        for n in diag["notes"]
+    ), diag["notes"]
     not_measured = [s for s in diag["stages"] if s.get("error")] + [
         n for n in diag["notes"] if "time budget" in n
     ]

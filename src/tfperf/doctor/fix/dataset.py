@@ -260,7 +260,7 @@ def replay(
     ds = dataset
     for name in names:
         graph = lint.read_graph(ds)
-        known = dict(dataset_candidates(graph, ds, diag))
+        known = dict(dataset_candidates(graph, ds, diag, trial=False))
         if name not in known:
             raise UserError(
                 f"tfperf.apply_rewrites: unknown rewrite '{name}'; expected one of "

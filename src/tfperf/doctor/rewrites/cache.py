@@ -48,17 +48,21 @@ BATCH_SECONDS = 0.1
 MAX_FLAGS = 4096
 
 
+def _countable(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """`ds` as elements that batch: as they are where they have one fixed shape; else (varying
+    shapes, as before a padded_batch) one flag each, no function call per element where none
+    is needed (60,000 records: 0.6 s batched as they are, 1.8 s as flags)."""
+    import tensorflow as tf
+
+    return ds if _stackable(ds.element_spec) else ds.map(lambda *_: tf.constant(True))
+
+
 def _count_within(ds: tf.data.Dataset, seconds: float) -> int | None:
     """Elements of one pass of `ds`, or None when counting them takes over `seconds` (read
     between elements, or between batches sized to take ~BATCH_SECONDS each)."""
     import time
 
-    import tensorflow as tf
-
-    # Elements of one fixed shape are batched as they are; others (varying shapes, as before a
-    # padded_batch) as one flag each: no function call per element where none is needed
-    # (60,000 records: 0.6 s batched as they are, 1.8 s as flags).
-    flags = ds if _stackable(ds.element_spec) else ds.map(lambda *_: tf.constant(True))
+    flags = _countable(ds)
     start = time.monotonic()
     deadline, count = start + seconds, 0
     # Small batches first: their rate is the source's, not the Python loop's (one element
@@ -240,9 +244,7 @@ def made_within(ds: tf.data.Dataset, seconds: float) -> int | None:
     pass ends sooner."""
     import time
 
-    import tensorflow as tf
-
-    flags = ds if _stackable(ds.element_spec) else ds.map(lambda *_: tf.constant(True))
+    flags = _countable(ds)
     deadline, count = time.monotonic() + seconds, 0
     for batch in flags.batch(PROBE_BATCH).prefetch(1):
         count += tf_len(batch)
