@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfperf.measure.runs import Measurement, Run, Stat
+from tfperf.measure.runs import Measurement, Run, Stat, median_spread
 
 
 def test_measurement_statistics():
@@ -37,3 +37,21 @@ def test_no_runs_give_zeros_not_errors():
 
 def test_stat_of_an_even_count_is_the_mean_of_the_middle_two():
     assert Stat.of([4.0, 1.0, 3.0, 2.0]) == Stat(2.5, 1.0, 4.0)
+
+
+def _rates(name: str, *per_s: float) -> Measurement:
+    return Measurement(name, [Run(1.0, 1, int(r)) for r in per_s])
+
+
+def test_the_runs_noise_is_the_median_spread_of_its_rates_timed_twice_or_more():
+    # One wild rate (3x) among steadier ones does not set the run's noise.
+    rates = [
+        _rates("pipeline", 100, 300, 200),
+        _rates("stage a", 100, 120),
+        _rates("stage b", 100, 110, 105),
+        _rates("once", 100),  # one repeat: no spread to count
+        Measurement("none", [Run(0.0, 0, 0), Run(0.0, 0, 0)]),  # nothing timed
+    ]
+    assert median_spread(rates) == pytest.approx(1.2)
+    assert median_spread([_rates("once", 100)]) == 1.0
+    assert median_spread([]) == 1.0

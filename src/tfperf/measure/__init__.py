@@ -26,13 +26,14 @@ from tfperf.measure.probes import (
     side_by_side,
     training_probe,
 )
-from tfperf.measure.runs import Measurement, Run, Stat
+from tfperf.measure.runs import Measurement, Run, Stat, median_spread
 
 __all__ = [
     "DEFAULT_MIN_GAIN",
     "Comparison",
     "ExampleDiff",
     "Measurement",
+    "median_spread",
     "Probe",
     "Run",
     "Stat",

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -96,3 +96,14 @@ class Measurement:
             "input_bound_fraction": self.input_bound_fraction,
             "runs": [asdict(r) for r in self.runs],
         }
+
+
+def median_spread(measurements: Iterable[Measurement]) -> float:
+    """The run's noise: the median, over every variant timed at least twice, of its slowest
+    to fastest repeat (1.0 when none was). One variant's three repeats beside two CPU hogs
+    spread anywhere from 1.2x to 2.5x from one run to the next; the median over a dozen
+    (the required rates and every stage prefix) moves far less."""
+    spreads = [
+        m.examples_per_s.spread for m in measurements if sum(r.seconds > 0 for r in m.runs) >= 2
+    ]
+    return statistics.median(spreads) if spreads else 1.0

@@ -162,7 +162,7 @@ def test_input_findings_come_first_when_any_repeat_of_training_was_input_bound(e
     assert input_first(evidence(ds, input_bound_fraction=below, input_may_limit=True))
 
 
-def test_the_tie_factor_follows_the_pipelines_spread_within_its_bounds(evidence):
+def test_the_tie_factor_follows_the_runs_noise_within_its_bounds(evidence):
     from tfperf.doctor.rules.registry import MAX_TIE, TIE, tie_factor
 
     ds = tf.data.Dataset.range(8).batch(4)

@@ -78,6 +78,7 @@ from tfperf.measure import (
     Probe,
     Run,
     compare,
+    median_spread,
     repeat_if_finite,
     side_by_side,
 )
@@ -376,7 +377,7 @@ def diagnose(
         input_bound_fraction=training.input_bound_fraction,
         input_bound_high=max(training.input_bound_fractions, default=None),
         input_may_limit=close is not None,
-        spread=pipeline.examples_per_s.spread,
+        spread=median_spread(measured.values()),
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,

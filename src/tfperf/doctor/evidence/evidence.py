@@ -65,8 +65,9 @@ class Evidence:
     # The pipeline alone and the compute limit overlap within their repeats: the input may
     # set the pace, whatever training's wait read (diagnose.rates_overlap).
     input_may_limit: bool = False
-    # (a)'s slowest to fastest repeat: expected gains come from rates this noisy, so gains
-    # closer than this are a tie (rules/registry.py tie_factor).
+    # The run's noise (measure/runs.py median_spread: the median of every rate's slowest to
+    # fastest repeat): expected gains come from rates this noisy, so gains closer than this
+    # are a tie (rules/registry.py tie_factor).
     spread: float = 1.0
     compute_cpu: float = 0.0  # CPU seconds per example of (b)
     accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores

@@ -143,13 +143,16 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
 TIE = 1.25
 # On a loaded host the pipeline's repeats of one run spread wider than TIE (chess beside two
 # CPU hogs: 4,012-7,719 examples/s), and a tie cut at 1.25x took a finding in one run and
-# left it out in the next: the factor follows that spread, up to MAX_TIE.
+# left it out in the next: the factor follows the run's noise, up to MAX_TIE. That noise is
+# the median spread over every rate timed (Evidence.spread), not the pipeline's alone: its
+# three repeats gave 1.25x in one run and over 2x in the next, and the tie (tfrecord_features'
+# parse alone, then five findings) with it.
 MAX_TIE = 2.0
 
 
 def tie_factor(ctx: Evidence) -> float:
-    """Expected gains within this factor of the run's largest are a tie: TIE, or the
-    pipeline alone's own spread (slowest to fastest repeat) when wider, at most MAX_TIE."""
+    """Expected gains within this factor of the run's largest are a tie: TIE, or the run's
+    noise (the median of its rates' spreads) when wider, at most MAX_TIE."""
     return round(min(MAX_TIE, max(TIE, ctx.spread)), 2)
 
 
