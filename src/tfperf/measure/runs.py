@@ -68,6 +68,11 @@ class Measurement:
         return self._stat(lambda r: r.cpu_seconds / max(1, r.examples) * 1e6)
 
     @property
+    def timed_repeats(self) -> int:
+        """Repeats that timed something (a dropped or abandoned one times nothing)."""
+        return sum(1 for r in self.runs if r.seconds > 0)
+
+    @property
     def examples_per_batch(self) -> float:
         return sum(r.examples for r in self.runs) / max(1, sum(r.batches for r in self.runs))
 
@@ -103,7 +108,5 @@ def median_spread(measurements: Iterable[Measurement]) -> float:
     to fastest repeat (1.0 when none was). One variant's three repeats beside two CPU hogs
     spread anywhere from 1.2x to 2.5x from one run to the next; the median over a dozen
     (the required rates and every stage prefix) moves far less."""
-    spreads = [
-        m.examples_per_s.spread for m in measurements if sum(r.seconds > 0 for r in m.runs) >= 2
-    ]
+    spreads = [m.examples_per_s.spread for m in measurements if m.timed_repeats >= 2]
     return statistics.median(spreads) if spreads else 1.0

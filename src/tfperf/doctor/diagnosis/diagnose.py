@@ -195,10 +195,6 @@ def not_measured(cfg: RunConfig, graph: lint.DatasetGraph, why: str, budget: Bud
     )
 
 
-def _timed_repeats(m: Measurement) -> int:
-    return sum(1 for r in m.runs if r.seconds > 0)
-
-
 def top_up(
     measured: dict[str, Measurement],
     probes: list[Probe],
@@ -212,7 +208,7 @@ def top_up(
     only, and the verdict and its range are drawn from these three. Stage costs pair rounds
     by index, so the extra rounds (beyond the stages' last) pair with nothing."""
     required = [p for p in probes if p.name in REQUIRED]
-    have = min(_timed_repeats(measured[p.name]) for p in required)
+    have = min(measured[p.name].timed_repeats for p in required)
     # doctor.repeats: 1 (--repeats 1) asks for one repeat: no extra rounds then.
     if have == 0 or have >= MIN_REQUIRED_REPEATS or d.repeats < 2:
         return  # an abandoned rate gets no second chance; enough repeats need none

@@ -90,13 +90,13 @@ def dataset_candidates(
     ds: tf.data.Dataset,
     diag: Diagnosis | None,
     *,
-    trial: bool | None = None,
+    trial: bool = True,
 ) -> list[tuple[str, DatasetRewrite]]:
     """(name, rewrite(current dataset, its graph) -> new dataset or None). Without a
     diagnosis (`tfperf.apply_rewrites` replaying kept names) each is offered where it
     applies: the cache after the deterministic prefix, the float32 cast on float64 outputs.
-    `trial` (default: with a diagnosis) builds what a timed trial needs, such as the cache's
-    sample (FILL_SECONDS); a replay of kept names builds the rewrites alone."""
+    With a diagnosis and `trial`, what a timed trial needs is built too, such as the cache's
+    sample (FILL_SECONDS); a replay of kept names (trial=False) builds the rewrites alone."""
     # TensorFlow is imported on first use so that `import tfperf.doctor` stays fast.
     import tensorflow as tf
 
@@ -181,7 +181,7 @@ def dataset_candidates(
     if cache is not None or diag is None or cacheable:
         # A trial times the cache filled (a sample where a whole epoch takes long); a replay
         # builds it alone.
-        fill = FILL_SECONDS if (diag is not None if trial is None else trial) else None
+        fill = FILL_SECONDS if diag is not None and trial else None
         add_cache = lambda d, g: cache_work(g, d, cache_budget_bytes(), fill)  # noqa: E731
         cands.append((CACHE_PREFIX.label, add_cache))
     if lint.float64_outputs(graph) or float64_constants(graph.graph_def):
