@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import tensorflow as tf
 
 import tfperf
@@ -146,20 +147,75 @@ def test_a_tie_between_findings_is_said():
     assert not _timed_tie([_finding("a", None), _finding("b", None)])
 
 
-def test_input_findings_come_first_when_any_repeat_of_training_was_input_bound(evidence):
-    from tfperf.doctor.rules.registry import input_first
-    from tfperf.observe.feed import MODERATELY
+def _slow_map(batch_variant: float | None = None, **fields):
+    """A per-example map taking 90% of a 100 ex/s pipeline, the model alone at 1,000 ex/s,
+    and (`batch_variant`) the compute limit at 4x the batch timed at that rate."""
+    from tfperf.doctor.evidence.evidence import Evidence
+    from tfperf.doctor.evidence.findings import StageTiming
+    from tfperf.doctor.graph import lint
 
-    ds = tf.data.Dataset.range(8).batch(4)
-    below, above = MODERATELY * 0.5, MODERATELY * 1.5
-    assert not input_first(evidence(ds, input_bound_fraction=below))
-    assert input_first(evidence(ds, input_bound_fraction=above))
-    # A median below the threshold with one repeat above it: between two verdicts, the
-    # input advice keeps its place (the order no longer follows the median's side).
-    assert input_first(evidence(ds, input_bound_fraction=below, input_bound_high=above))
-    assert not input_first(evidence(ds, input_bound_fraction=below, input_bound_high=below))
-    # A pipeline alone that overlaps the compute limit may set the pace: input first too.
-    assert input_first(evidence(ds, input_bound_fraction=below, input_may_limit=True))
+    ds = tf.data.Dataset.range(64).map(lambda x: tf.math.sin(tf.cast(x, tf.float32))).batch(8)
+    graph = lint.read_graph(ds)
+    st = next(s for s in graph.stages if s.kind == "map")
+    timing = StageTiming(st.index, st.label, st.kind, 100.0, 9000.0, us_low=8000.0, us_high=9500.0)
+    variants = {} if batch_variant is None else {"compute at batch=32": batch_variant}
+    neutral = dict(
+        graph=graph,
+        pipeline=100.0,
+        compute=1000.0,
+        training=100.0,
+        input_bound_fraction=0.8,
+        compute_batch=8.0,
+        stages=[timing],
+        variants=variants,
+        budget=2**20,
+        cache_budget=2**20,
+        shuffle_bytes={},
+        cache_candidate=None,
+        nondeterministic_rate=None,
+        cores=2,
+        accelerator=True,  # the model's step off the host's cores: the slower side sets the pace
+    )
+    return Evidence(**{**neutral, **fields})
+
+
+def test_input_and_compute_findings_rank_together_by_expected_gain():
+    from tfperf.doctor.rules import run_rules
+
+    # The pipeline (100 ex/s) sets the pace: its per-example map leads, the model's larger
+    # batch (compute 1,000 -> 2,000 ex/s) gains nothing while the input limits.
+    codes = [f.code for f in run_rules(_slow_map(2000.0))]
+    assert codes.index("per_example_map") < codes.index("small_batch"), codes
+    # The model sets the pace (a pipeline of 10,000 ex/s, ten times the compute limit, its
+    # map 9% of its time): the larger batch leads, whatever training's wait read.
+    fast = _slow_map(2000.0, pipeline=10_000.0, training=1000.0, input_bound_fraction=0.12)
+    found = run_rules(fast)
+    assert found[0].code == "small_batch", [(f.code, f.expected_speedup) for f in found]
+
+
+def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie():
+    from tfperf.doctor.rules.registry import ranked_with_ties, tie_statement
+
+    quiet = _slow_map(1300.0, pipeline=900.0, training=800.0)
+    found = {f.code: f for f in ranked_with_ties(quiet)[0]}
+    assert found["small_batch"].expected_range is None  # one repeat: no range
+    # The pipeline alone between 600 and 1,200 ex/s, the compute limit 900-1,100: at one end
+    # the input limits (the map's removal worth the most), at the other the model does.
+    noisy = _slow_map(1300.0, pipeline=900.0, training=800.0)
+    noisy.pipeline_range, noisy.compute_range = (600.0, 1200.0), (900.0, 1100.0)
+    ranked, ties = ranked_with_ties(noisy)
+    by_code = {f.code: f for f in ranked}
+    low, high = by_code["per_example_map"].expected_range
+    gain = by_code["per_example_map"].expected_speedup
+    assert low <= gain <= high and high > 1.3 * low, (low, gain, high)
+    # The larger batch's what-if ran in the compute limit's rounds: its ratio holds at both
+    # ends, so its range is the cost model's alone.
+    assert by_code["small_batch"].expected_range is not None
+    # Their ranges overlap: a tie, said with the ranges, ranked by priority (the map first).
+    tied = next(run for run in ties if {"per_example_map", "small_batch"} <= {f.code for f in run})
+    assert tied.index(by_code["per_example_map"]) < tied.index(by_code["small_batch"])
+    said = tie_statement(tied, 1.25)
+    assert f"({low:.2f}-{high:.2f}x)" in said and "ranges that overlap" in said, said
 
 
 def test_the_tie_factor_follows_the_runs_noise_within_its_bounds(evidence):
@@ -181,3 +237,19 @@ def test_gains_within_a_noisy_runs_spread_tie():
     assert [len(run) for run in quiet] == [1, 1]
     assert [[f.code for f in run] for run in noisy] == [["per_example_map", "sequential_map"]]
     assert "within the noise (1.6x of each other)" in tie_statement(noisy[0], 1.6)
+
+
+def test_a_paired_what_if_of_the_model_spans_its_paired_ratios():
+    from tfperf.doctor.evidence.evidence import XLA_VARIANT
+    from tfperf.doctor.rules.registry import ranked_with_ties
+    from tfperf.measure.compare import Comparison
+
+    # The model sets the pace (pipeline 10,000 ex/s, compute 1,000); XLA timed 1.2-1.8x
+    # faster in three paired rounds (median 1.5x).
+    ctx = _slow_map(None, pipeline=10_000.0, training=1000.0, input_bound_fraction=0.0)
+    ctx.variants = {XLA_VARIANT: 1500.0}
+    ctx.paired = {XLA_VARIANT: Comparison((1.2, 1.5, 1.8), "faster")}
+    ctx.pipeline_range, ctx.compute_range = (9000.0, 11_000.0), (950.0, 1050.0)
+    xla = next(f for f in ranked_with_ties(ctx)[0] if f.code == "xla")
+    assert xla.expected_speedup == pytest.approx(1.5)
+    assert xla.expected_range == pytest.approx((1.2, 1.8))

@@ -129,6 +129,14 @@ def _measure(
     )
 
 
+def _range(m: Measurement) -> tuple[float, float] | None:
+    """The slowest and fastest timed repeat of `m` (examples/s), or None below two."""
+    if m.timed_repeats < 2:
+        return None
+    rate = m.examples_per_s
+    return (rate.min, rate.max) if rate.min > 0 else None
+
+
 def _paired(
     measured: dict[str, Measurement],
     errors: dict[str, Exception],
@@ -371,9 +379,9 @@ def diagnose(
         compute=compute.examples_per_s.median,
         training=training.examples_per_s.median,
         input_bound_fraction=training.input_bound_fraction,
-        input_bound_high=max(training.input_bound_fractions, default=None),
-        input_may_limit=close is not None,
         spread=median_spread(measured.values()),
+        pipeline_range=_range(pipeline),
+        compute_range=_range(compute),
         compute_batch=compute.examples_per_batch,
         stages=stages,
         variants=variants,

@@ -7,7 +7,7 @@ run is) and the host's cores. Nothing here measures: diagnosis/ gathers the evid
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.doctor.evidence.findings import StageTiming
@@ -32,6 +32,9 @@ COMPUTE_VARIANTS = ("precision=", XLA_VARIANT, STEPS_VARIANT)
 THREADS_VARIANT = "input threads="
 PAIRED_TRAINING = "training (paired)"
 TRAINING_VARIANTS = (THREADS_VARIANT,)
+# What-ifs of training (timed in training's rounds), not of the compute limit: what_ifs.py
+# names a larger batch timed in training "training at batch=N".
+TRAINING_SIDE = (*TRAINING_VARIANTS, "training ")
 
 
 def cpu_count() -> int:
@@ -59,16 +62,14 @@ class Evidence:
     cores: int = field(default_factory=cpu_count)
     source: UserSource | None = None  # the user's data.pipeline function, for file:line
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
-    # (c)'s most input-bound repeat (None: as input_bound_fraction): a verdict between two
-    # bands keeps the input advice first, as it keeps it at all.
-    input_bound_high: float | None = None
-    # The pipeline alone and the compute limit overlap within their repeats: the input may
-    # set the pace, whatever training's wait read (diagnose.rates_overlap).
-    input_may_limit: bool = False
     # The run's noise (measure/runs.py median_spread: the median of every rate's slowest to
     # fastest repeat): expected gains come from rates this noisy, so gains closer than this
     # are a tie (rules/registry.py tie_factor).
     spread: float = 1.0
+    # (a)'s and (b)'s slowest and fastest repeats (None: one repeat, or not known): the ends
+    # an expected gain may reach on this host's noise (corners, rules/registry.gain_ranges).
+    pipeline_range: tuple[float, float] | None = None
+    compute_range: tuple[float, float] | None = None
     compute_cpu: float = 0.0  # CPU seconds per example of (b)
     accelerator: bool = False  # the model runs on a GPU/TPU: it does not share the host's cores
     # Local accelerators (GPUs, TPU cores) and how many the run trains on.
@@ -108,6 +109,53 @@ class Evidence:
         if c is None:
             return self.compute >= (1 + min_gain) * self.variants.get(name, float("inf"))
         return c.high < 1.0 and 1 / max(1e-9, c.ratio) >= 1 + min_gain
+
+    def corners(self) -> list[Evidence]:
+        """This evidence at the two ends of its rates' repeats: the pipeline alone at its
+        slowest and the compute limit at its fastest, each stage at its costliest round and
+        each paired what-if of the model at its smallest ratio (the input's changes worth the
+        most), then the reverse. Empty when a range is not known."""
+        if self.pipeline_range is None or self.compute_range is None:
+            return []
+        (p_low, p_high), (c_low, c_high) = self.pipeline_range, self.compute_range
+
+        def stages(costliest: bool) -> list[StageTiming]:
+            return [
+                replace(st, us_per_example=end)
+                if (end := st.us_high if costliest else st.us_low) is not None
+                else st
+                for st in self.stages
+            ]
+
+        def variants(compute: float, least: bool) -> dict[str, float]:
+            # The model's what-ifs ran in the compute limit's rounds: they scale with it, a
+            # paired one at the end of its paired ratios (the least, or the most, it gained).
+            # (A what-if of training is paired with training, which stays as measured.)
+            out = dict(self.variants)
+            for k, v in self.variants.items():
+                base = self.training if k.startswith(TRAINING_SIDE) else compute
+                if (c := self.paired.get(k)) is not None:
+                    out[k] = base * (c.low if least else c.high)
+                elif base is compute:
+                    out[k] = v * compute / max(self.compute, 1e-9)
+            return out
+
+        return [
+            replace(
+                self,
+                pipeline=p_low,
+                compute=c_high,
+                stages=stages(True),
+                variants=variants(c_high, least=True),
+            ),
+            replace(
+                self,
+                pipeline=p_high,
+                compute=c_low,
+                stages=stages(False),
+                variants=variants(c_low, least=False),
+            ),
+        ]
 
     @property
     def limit(self) -> float:

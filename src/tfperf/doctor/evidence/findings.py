@@ -40,6 +40,9 @@ class Finding:
     saves_wall: float | None = None
     saves_cpu: float | None = None
     new_compute: float | None = None
+    # expected_speedup's lowest and highest over the ends of the measured rates' repeats
+    # (rules/registry.gain_ranges); None: not a speed gain, or one repeat.
+    expected_range: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,9 +1,10 @@
 """The rule registry: one `Rule` record per rule (its code, the kind of its findings, its
 priority, `detect(evidence)`, and the --fix rewrites that make its change), registered in the
 module that defines the rule; `run_rules` runs them all on the `Evidence` and ranks the
-findings: RAM risks first, then a wrong stage order, then by expected speedup, with gains
-within TIE of each other (noise on a shared host) ranked by priority (the more specific
-cause first).
+findings: RAM risks first, then a wrong stage order, then by expected speedup (input and
+compute findings together), with gains within the run's noise of each other or whose ranges
+over the rates' repeats overlap (gain_ranges) ranked by priority (the more specific cause
+first).
 
 Everything else that names rules is derived from here (rules/__init__.py): RULES, PRIORITY,
 ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 
 from tfperf.doctor.evidence.evidence import Evidence
 from tfperf.doctor.evidence.findings import Finding
-from tfperf.observe.feed import MODERATELY
 
 Detect = Callable[[Evidence], list[Finding]]
 UNRANKED = 10**6  # the priority of a finding no registered rule made (last among ties)
@@ -98,35 +98,54 @@ def run_rules(ctx: Evidence) -> list[Finding]:
     return ranked_with_ties(ctx)[0]
 
 
-def input_first(ctx: Evidence) -> bool:
-    """Whether the input findings rank before the compute ones: while the input is the
-    limit, compute changes cannot show their gain. Any repeat of training past the
-    threshold counts, and so do a pipeline alone and a compute limit that overlap: near the
-    threshold the median flipped the order (and the first finding) from one run to the
-    next beside two CPU hogs."""
-    high = max(ctx.input_bound_fraction, ctx.input_bound_high or 0.0)
-    return high >= MODERATELY or ctx.input_may_limit
+def _detected(ctx: Evidence) -> list[Finding]:
+    found: list[Finding] = []
+    for r in _REGISTRY.values():
+        found.extend(r.detect(ctx))
+    return found
+
+
+def gain_ranges(ctx: Evidence, found: list[Finding]) -> None:
+    """Sets each speed finding's `expected_range`: its expected gain at `ctx`'s corners (the
+    pipeline alone and the compute limit at the opposite ends of their repeats) and at the
+    medians, lowest to highest. A gain drawn from rates this noisy is known to this range."""
+    ends = [_detected(c) for c in ctx.corners()]
+    if not ends:  # one repeat, or ranges not known: no range
+        return
+    for f in found:
+        if f.expected_speedup is None:
+            continue
+        gains = [f.expected_speedup]
+        for at_end in ends:
+            gains += [
+                g.expected_speedup
+                for g in at_end
+                if g.code == f.code and g.stage_index == f.stage_index and g.expected_speedup
+            ]
+        f.expected_range = (min(gains), max(gains))
 
 
 def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]:
     """Every registered rule's findings on `ctx`, ranked, and the runs of findings whose
-    expected gains tied within the noise (TIE), each run in its priority order."""
-    found: list[Finding] = []
-    for r in _REGISTRY.values():
-        found.extend(r.detect(ctx))
+    expected gains tied within the noise (TIE, or overlapping gain ranges), each run in its
+    priority order."""
+    found = _detected(ctx)
+    gain_ranges(ctx, found)
 
-    input_bound = input_first(ctx)
-
-    def group(f: Finding) -> tuple[bool, bool, bool, bool]:
+    # Input and compute findings rank together by expected gain: the cost model already
+    # says which side limits (a change to the other gains ~1x). Ranked apart by the wait
+    # fraction, a 1.0x per-example map of a pipeline ten times faster than its model came
+    # before the model's own 1.5x changes in one run, after them in the next (its wait read
+    # 6-12%, then 2-6%, beside two CPU hogs).
+    def group(f: Finding) -> tuple[bool, bool, bool]:
         r = _REGISTRY.get(f.code)
-        later = (f.kind == "compute") == input_bound
         # A wrong stage order changes what the model learns from: it comes right after the
         # RAM risks (which can stop the run) and before any speed advice, since a faster
         # pipeline that feeds the same batches every epoch is still wrong, and moving the
         # shuffle changes what its buffer holds, so speed is better judged after the move.
         wrong_order = r is not None and r.order
         last_resort = r is not None and r.last_resort
-        return (f.kind != "risk", not wrong_order, later, last_resort)
+        return (f.kind != "risk", not wrong_order, last_resort)
 
     def priority(f: Finding) -> int:
         r = _REGISTRY.get(f.code)
@@ -169,13 +188,22 @@ def _tied_runs(
     out: list[list[Finding]] = []
     run: list[Finding] = []
     for f in ranked:
-        if run and (group(f) != group(run[0]) or _gain(run[0]) > tie * _gain(f)):
+        if run and (group(f) != group(run[0]) or not _tied(run[0], f, tie)):
             out.append(sorted(run, key=priority))
             run = []
         run.append(f)
     if run:
         out.append(sorted(run, key=priority))
     return out
+
+
+def _tied(lead: Finding, f: Finding, tie: float) -> bool:
+    """Whether `f`'s gain is within the noise of the larger `lead`'s: within `tie` of it,
+    or their gain ranges overlap."""
+    if _gain(lead) <= tie * _gain(f):
+        return True
+    low, high = lead.expected_range, f.expected_range
+    return low is not None and high is not None and low[0] <= high[1]
 
 
 def _ties_by_priority(
@@ -194,15 +222,26 @@ def _timed_tie(run: list[Finding]) -> bool:
 
 def tie_statement(run: list[Finding], tie: float = TIE) -> str:
     """'per_example_map and sequential_map tie: expected ~1.90x and ~2.10x are within the
-    noise (1.25x of each other); ranked by the rules' priority'."""
+    noise (1.25x of each other); ranked by the rules' priority', each gain with its range
+    (rules' gain_ranges) when known: a tie is either."""
     codes = [f.code for f in run]
-    gains = [f"~{f.expected_speedup or 0.0:.2f}x" for f in run]
+    gains = [_said(f) for f in run]
     both = ", ".join(codes[:-1]) + " and " + codes[-1]
     gained = ", ".join(gains[:-1]) + " and " + gains[-1]
+    ranged = any(f.expected_range is not None for f in run)
+    why = f"{tie}x of each other, or ranges that overlap" if ranged else f"{tie}x of each other"
     return (
-        f"{both} tie: expected {gained} are within the noise ({tie}x of each other); "
-        "ranked by the rules' priority"
+        f"{both} tie: expected {gained} are within the noise ({why}); ranked by the rules' priority"
     )
+
+
+def _said(f: Finding) -> str:
+    """'~1.90x', or '~1.90x (1.20-2.40x)' with its range."""
+    said = f"~{f.expected_speedup or 0.0:.2f}x"
+    if f.expected_range is None:
+        return said
+    low, high = f.expected_range
+    return f"{said} ({low:.2f}-{high:.2f}x)"
 
 
 def _gain(f: Finding) -> float:
