@@ -253,3 +253,26 @@ def test_a_paired_what_if_of_the_model_spans_its_paired_ratios():
     xla = next(f for f in ranked_with_ties(ctx)[0] if f.code == "xla")
     assert xla.expected_speedup == pytest.approx(1.5)
     assert xla.expected_range == pytest.approx((1.2, 1.8))
+
+
+def test_gain_ranges_tie_within_the_runs_noise_and_part_beyond_it():
+    from tfperf.doctor.rules.registry import _tied_runs
+
+    pri = {"per_example_parse": 70, "no_prefetch": 120}
+
+    def ranged(code: str, gain: float, low: float, high: float) -> Finding:
+        f = _finding(code, gain)
+        f.expected_range = (low, high)
+        return f
+
+    def runs(*found: Finding) -> list[list[str]]:
+        out = _tied_runs(list(found), lambda f: (), lambda f: pri[f.code], 1.25)
+        return [[f.code for f in run] for run in out]
+
+    # Ranges 1.31-1.63x and 1.00-1.29x: apart, but within the run's 1.25x noise: a tie, the
+    # more specific cause first (medians 1.42x and 1.15x alone were beyond 1.25x of each other).
+    close = (ranged("no_prefetch", 1.42, 1.31, 1.63), ranged("per_example_parse", 1.05, 1.0, 1.29))
+    assert runs(*close) == [["per_example_parse", "no_prefetch"]]
+    # 2.5-3.5x against 1.00-1.02x: apart beyond the noise, the larger gain leads.
+    apart = (ranged("no_prefetch", 3.0, 2.5, 3.5), ranged("per_example_parse", 1.01, 1.0, 1.02))
+    assert runs(*apart) == [["no_prefetch"], ["per_example_parse"]]

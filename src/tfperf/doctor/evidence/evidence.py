@@ -113,7 +113,7 @@ class Evidence:
     def corners(self) -> list[Evidence]:
         """This evidence at the two ends of its rates' repeats: the pipeline alone at its
         slowest and the compute limit at its fastest, each stage at its costliest round and
-        each paired what-if of the model at its smallest ratio (the input's changes worth the
+        each what-if of the model at its smallest ratio (the input's changes worth the
         most), then the reverse. Empty when a range is not known."""
         if self.pipeline_range is None or self.compute_range is None:
             return []
@@ -129,15 +129,17 @@ class Evidence:
 
         def variants(compute: float, least: bool) -> dict[str, float]:
             # The model's what-ifs ran in the compute limit's rounds: they scale with it, a
-            # paired one at the end of its paired ratios (the least, or the most, it gained).
+            # paired one at the end of its paired ratios (the least, or the most, it gained),
+            # another the run's noise further.
             # (A what-if of training is paired with training, which stays as measured.)
             out = dict(self.variants)
             for k, v in self.variants.items():
                 base = self.training if k.startswith(TRAINING_SIDE) else compute
                 if (c := self.paired.get(k)) is not None:
                     out[k] = base * (c.low if least else c.high)
-                elif base is compute:
-                    out[k] = v * compute / max(self.compute, 1e-9)
+                elif base is compute:  # timed once per round: the run's noise apart
+                    noise = 1 / self.spread if least else self.spread
+                    out[k] = v * compute / max(self.compute, 1e-9) * noise
             return out
 
         return [
