@@ -40,10 +40,11 @@ def test_optimize_caps_a_huge_shuffle_first_and_apply_rewrites_replays_it():
 
     ds = tf.data.Dataset.range(10**12).map(pair).map(jitter).shuffle(200_000_000).batch(8)
     rss = psutil.Process().memory_info().rss
+    # 10 s: at 5 a full suite beside two CPU hogs spent it all on the diagnosis (no trial)
     fast, report = tfperf.optimize(
-        ds, None, ram_budget_mb=8, budget_s=5, overrides=["doctor.steps=4", "doctor.warmup=1"]
+        ds, None, ram_budget_mb=8, budget_s=10, overrides=["doctor.steps=4", "doctor.warmup=1"]
     )
-    assert report.kept[0] == CAP_SHUFFLE, str(report)
+    assert report.kept and report.kept[0] == CAP_SHUFFLE, str(report)
     cap = report.fix.trials[0]
     assert cap.kept and "200,000,000 ->" in cap.reason and f"{per + 4:,} B" in cap.reason
     assert "budget 8.0 MiB" in cap.reason
