@@ -208,6 +208,7 @@ def test_fix_keeps_a_cache_timed_on_a_sample_and_returns_the_whole_cache(monkeyp
     monkeypatch.setattr(candidates, "FILL_SECONDS", 0.05)  # the 48 clips' fill takes longer
     ds = clips()
     fast = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.what_ifs=[]"]
+    fast += ["doctor.min_seconds=0.05"]
     # Beside two CPU hogs 15 s left the cache "not measured": the diagnosis took the budget.
     fixed, report = tfperf.optimize(ds, None, overrides=fast, budget_s=40)
     row = next(t for t in report.fix.trials if t.name == "cache the deterministic prefix")
