@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 BATCH = 32
+FAST_FIT_EXAMPLES = 1024  # the fast fit's examples: 31 timed steps
 # The smallest measurements the doctor takes (two repeats: the fewest compare can judge).
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
 
@@ -136,7 +137,7 @@ def main(log_dir: str) -> None:
         "backend": keras.backend.backend(),
         "slow": monitored_fit(slow_dataset(), small_model(), log_dir, epochs=2),
         # Three 1024-wide layers: a step of ~15 ms (idle) against a dequeue of ~0.1 ms.
-        "fast": monitored_fit(fast_dataset(2048), small_model(1024, depth=3)),
+        "fast": monitored_fit(fast_dataset(FAST_FIT_EXAMPLES), small_model(1024, depth=3)),
         "doctor": optimized(),
         "advice": jit_advice(),
     }
