@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -51,31 +52,41 @@ def startup_lines() -> list[str]:
 
 
 # The `tfperf` script's command (main's app) in a fresh interpreter, then a line written to
-# stderr after it (the filtered import must give file descriptor 2 back) and the garbage
-# collector's state.
+# stderr after it (the filtered import must give file descriptor 2 back), the garbage
+# collector's state and the Keras backend the command ran on.
 QUIET = """
 import gc, sys
 from tfperf.cli.main import app
 app(sys.argv[1:], standalone_mode=False)
 print("after the command", file=sys.stderr)
 print("gc", gc.isenabled(), gc.get_freeze_count(), file=sys.stderr)
+import keras
+print("keras backend", keras.backend.backend(), file=sys.stderr)
 """
 
 
-def test_startup_lines_only_with_verbose(tmp_path):
-    data = tiny_dataset(tmp_path / "tiny")
-    # Log level 0 lets TensorFlow print them: only the filter around `import tensorflow`
-    # keeps them off (a user's level 2, or tfperf's default, only removes more lines). This
-    # process is also the import hook's test: one TensorFlow start-up fewer.
-    env = {**user_env(), "TF_CPP_MIN_LOG_LEVEL": "0"}
-    quiet = subprocess.run(
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One `inspect` run through QUIET, shared by the tests below (one TensorFlow start-up):
+    log level 0 lets TensorFlow print its start-up lines, so only the filter around `import
+    tensorflow` keeps them off (a user's level 2, or tfperf's default, only removes more
+    lines); KERAS_BACKEND=jax, which the command must overrule."""
+    data = tiny_dataset(tmp_path_factory.mktemp("common") / "tiny")
+    env = {**user_env(), "TF_CPP_MIN_LOG_LEVEL": "0", "KERAS_BACKEND": "jax"}
+    done = subprocess.run(
         [sys.executable, "-c", QUIET, "inspect", str(data)],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert quiet.returncode == 0, quiet.stderr
+    assert done.returncode == 0, done.stderr
+    return done, data
+
+
+def test_startup_lines_only_with_verbose(quiet):
+    # The quiet process is also the import hook's test: one TensorFlow start-up fewer.
+    quiet, data = quiet
     assert not NOISE.search(quiet.stderr), quiet.stderr
     assert "after the command" in quiet.stderr
     # TensorFlow was imported without the collector's passes: collection is back on, and
@@ -167,18 +178,9 @@ def test_another_keras_backend_is_said_in_one_line(monkeypatch, capsys, tmp_path
     assert capsys.readouterr().err == ""
 
 
-def test_tfperf_runs_keras_on_tensorflow_whatever_keras_backend_says():
-    # A fresh process: the backend is fixed when keras is first imported.
-    code = (
-        "from tfperf.cli.common import tensorflow_backend; tensorflow_backend(); "
-        "import keras; print(keras.backend.backend())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**user_env(), "KERAS_BACKEND": "jax"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "tensorflow", done.stdout
+def test_tfperf_runs_keras_on_tensorflow_whatever_keras_backend_says(quiet):
+    # A fresh process (the backend is fixed when keras is first imported): the `inspect`
+    # command under KERAS_BACKEND=jax, said in one line, ran Keras on TensorFlow.
+    err = quiet[0].stderr
+    assert "keras backend tensorflow" in err.splitlines(), err
+    assert "Keras backend 'jax' asked for" in err, err

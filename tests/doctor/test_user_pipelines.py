@@ -3,31 +3,25 @@ pipeline and its hand-tuned twin yield the same examples, and the doctor names t
 expected flaw first. A case today's doctor gets wrong is an xfail(strict) saying what the
 doctor says instead, so it fails loudly once fixed.
 
-The doctor runs in this process (TensorFlow imported once) with a small budget, except on
-the huge shuffle buffer: that one runs `tfperf doctor --json --repeats 1` as a real process,
-killed when it outgrows its memory guard or the time budget (filling the buffer would take
-~50 GB).
+The doctor runs in this process (TensorFlow imported once) with a small budget. The huge
+shuffle buffer (filling it would take ~50 GB) is the one case it never runs here: a doctor
+that filled it would take this process down with it. Its flaw is named first by a real
+`tfperf doctor` process watched with psutil in tests/doctor/probes/test_bounded.py
+(test_huge_shuffle_is_named_from_the_graph_and_never_filled: shuffle(200_000_000) of 1 MiB
+examples, shuffle_over_budget first, never filled), where a buffer capped wrongly shows too.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from helpers.user_pipelines import cases
 
 # The smallest doctor that still times every probe twice; no compute what-ifs.
 FAST = {"steps": 4, "warmup": 2, "repeats": 2, "min_seconds": 0.05, "what_ifs": []}
-GUARD_BYTES = 3 * 2**30  # the guarded doctor process is killed beyond this RSS
-GUARD_SECONDS = 150  # doctor budget (--budget 60) plus TensorFlow's start-up, with slack
 # Cases today's doctor gets wrong: what it says instead (measured; see the report).
 TODAY_WRONG: dict[str, str] = {}
 
@@ -93,43 +87,14 @@ def doctor_in_process(run: Path) -> dict[str, Any]:
     return diagnose(load_config(run)).to_dict()
 
 
-def doctor_guarded(run: Path) -> dict[str, Any]:
-    """`tfperf doctor RUN --json` in its own process, killed beyond GUARD_BYTES of RSS or
-    GUARD_SECONDS; a killed doctor is an AssertionError saying how far it got."""
-    cmd = [sys.executable, "-m", "tfperf.cli.main", "doctor", str(run), "--json", "--budget", "60"]
-    # One timed repeat: its flaw is a RAM risk, which the rules rank before every timed finding
-    # (rules/registry.py), so no timing decides what comes first; each repeat refills the
-    # capped 10,000-element buffer (a third of this process's CPU).
-    cmd += ["--repeats", "1"]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(
-        cmd, cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    start, peak = time.monotonic(), 0
-    watched = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            peak = max(peak, watched.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        took = time.monotonic() - start
-        if peak > GUARD_BYTES or took > GUARD_SECONDS:
-            proc.kill()  # only the process this test started
-            proc.communicate()
-            raise AssertionError(
-                f"doctor killed after {took:.0f} s at {peak / 2**30:.1f} GiB RSS "
-                "(it was filling the shuffle buffer)"
-            )
-        time.sleep(0.2)
-    out, err = proc.communicate()
-    assert proc.returncode == 0, err[-2000:]
-    return json.loads(out)["diagnosis"]
+# The cases the doctor may run in this process (see the module's docstring).
+IN_PROCESS = [c for c in cases.CASES if c.runs_as_is]
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in cases.CASES])
+@pytest.mark.parametrize("case", [_param(c) for c in IN_PROCESS])
 def test_doctor_names_the_flaw_first(case: cases.Case, data_root: Path, tmp_path: Path):
     run = cases.write_run_file(case, tmp_path, cases.data_dir(case, data_root), doctor=FAST)
-    diag = doctor_in_process(run) if case.runs_as_is else doctor_guarded(run)
+    diag = doctor_in_process(run)
     first = first_finding(diag["findings"])
     said = "nothing" if first is None else f"{first['code']} ({first['title']})"
     if case.expected is None:

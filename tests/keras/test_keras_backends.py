@@ -60,7 +60,7 @@ def test_the_tensorboard_tags_are_tfperf_trains(on_jax):
 
 def test_a_fast_pipeline_is_not_input_bound_in_a_jax_fit(on_jax):
     fast = on_jax[0]["fast"]
-    assert fast["steps"] == 2048 // kb.BATCH - 1, fast
+    assert fast["steps"] == kb.FAST_FIT_EXAMPLES // kb.BATCH - 1, fast
     assert fast["verdict"] == "not input-bound", fast
 
 

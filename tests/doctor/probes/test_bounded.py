@@ -94,6 +94,8 @@ def codes(diag: dict[str, Any]) -> list[str]:
     return [f["code"] for f in diag["findings"]]
 
 
+# Also the user pipelines' huge_shuffle case's first finding (test_user_pipelines.py runs
+# the doctor in its own process and leaves that case to this watched one).
 def test_huge_shuffle_is_named_from_the_graph_and_never_filled(tmp_path: Path):
     run = write_run(tmp_path, "huge_shuffle", "big_model")
     proc = doctorkit.start_doctor(run, "--json", "--budget", "40")
