@@ -3,13 +3,16 @@ JAX importable as usual afterwards; a process whose Keras backend is JAX keeps i
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 
-pytest.importorskip("jax")
+# Whether JAX is installed, without importing it: this file's tests import it in their own
+# processes, and an import here would cost every xdist worker ~0.5 s of CPU at collection.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
 
 CODE = (
     "import sys\n"

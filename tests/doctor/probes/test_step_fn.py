@@ -8,8 +8,8 @@ from __future__ import annotations
 import runpy
 import time
 from pathlib import Path
+from typing import Any
 
-import jax
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,6 +21,14 @@ from tfperf.measure.ready import block
 
 ROOT = Path(__file__).resolve().parents[3]
 FAST = ["doctor.steps=4", "doctor.warmup=2", "doctor.repeats=2", "doctor.min_seconds=0.05"]
+
+
+def _jax() -> Any:
+    """JAX, imported by the tests that use it: not at collection, in every xdist worker
+    (~0.5 s of CPU each, the import that util/startup.py keeps out of TensorFlow's)."""
+    import jax
+
+    return jax
 
 
 def xy(n: int = 64, batch: int = 8) -> tf.data.Dataset:
@@ -45,6 +53,7 @@ def test_the_fed_runner_passes_numpy_batches_and_times_the_pull():
 
 
 def test_convert_turns_the_numpy_batch_into_the_steps_arrays():
+    jax = _jax()
     seen: list[object] = []
     step = StepFn(lambda batch: seen.append(batch), convert=jax.device_put)
     step.run_fed(iter(xy()), 2)
@@ -63,6 +72,7 @@ def test_the_compute_limit_feeds_one_batch_from_memory():
 
 
 def test_block_waits_for_a_jax_pytree_and_reads_tf_tensors():
+    jax = _jax()
     result = {"loss": jax.numpy.ones(3) * 2, "tf": tf.constant(1.0), "other": "x"}
     block(result)  # nothing to assert but that every leaf kind is accepted
     assert to_numpy((tf.constant([1, 2]), {"a": tf.constant(3.0)}))[1]["a"] == 3.0
@@ -81,7 +91,7 @@ def test_a_step_that_raises_is_a_user_error_naming_it():
     [
         ({"step": 42}, "step: expected a callable that takes one batch"),
         ({"step": print, "convert": "jax"}, "convert: expected a callable"),
-        ({"convert": jax.device_put}, "convert applies to a step"),
+        ({"convert": np.asarray}, "convert applies to a step"),
         ({"step": print, "model": "m:f"}, "pass either model or step"),
     ],
 )
