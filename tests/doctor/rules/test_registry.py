@@ -208,6 +208,7 @@ def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie():
     low, high = by_code["per_example_map"].expected_range
     gain = by_code["per_example_map"].expected_speedup
     assert low <= gain <= high and high > 1.3 * low, (low, gain, high)
+    assert f"({low:.2f}-{high:.2f}x at the ends" in by_code["per_example_map"].expected
     # The larger batch's what-if ran in the compute limit's rounds: its ratio holds at both
     # ends, so its range is the cost model's alone.
     assert by_code["small_batch"].expected_range is not None

@@ -108,7 +108,8 @@ def _detected(ctx: Evidence) -> list[Finding]:
 def gain_ranges(ctx: Evidence, found: list[Finding]) -> None:
     """Sets each speed finding's `expected_range`: its expected gain at `ctx`'s corners (the
     pipeline alone and the compute limit at the opposite ends of their repeats) and at the
-    medians, lowest to highest. A gain drawn from rates this noisy is known to this range."""
+    medians, lowest to highest, and says it in `expected` (the text, --json and HTML show
+    it). A gain drawn from rates this noisy is known to this range."""
     ends = [_detected(c) for c in ctx.corners()]
     if not ends:  # one repeat, or ranges not known: no range
         return
@@ -122,7 +123,9 @@ def gain_ranges(ctx: Evidence, found: list[Finding]) -> None:
                 for g in at_end
                 if g.code == f.code and g.stage_index == f.stage_index and g.expected_speedup
             ]
-        f.expected_range = (min(gains), max(gains))
+        low, high = min(gains), max(gains)
+        f.expected_range = (low, high)
+        f.expected += f" ({low:.2f}-{high:.2f}x at the ends of the measured repeats)"
 
 
 def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]:
