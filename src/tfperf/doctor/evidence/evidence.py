@@ -142,22 +142,16 @@ class Evidence:
                     out[k] = v * compute / max(self.compute, 1e-9) * noise
             return out
 
-        return [
-            replace(
+        def at(pipeline: float, compute: float, input_worst: bool) -> Evidence:
+            return replace(
                 self,
-                pipeline=p_low,
-                compute=c_high,
-                stages=stages(True),
-                variants=variants(c_high, least=True),
-            ),
-            replace(
-                self,
-                pipeline=p_high,
-                compute=c_low,
-                stages=stages(False),
-                variants=variants(c_low, least=False),
-            ),
-        ]
+                pipeline=pipeline,
+                compute=compute,
+                stages=stages(input_worst),
+                variants=variants(compute, least=input_worst),
+            )
+
+        return [at(p_low, c_high, True), at(p_high, c_low, False)]
 
     @property
     def limit(self) -> float:
