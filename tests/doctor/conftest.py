@@ -44,15 +44,16 @@ def evidence():
 @pytest.fixture
 def slow_map_evidence(evidence):
     """slow_map_evidence(ds, **fields): input-bound on 2 cores, `ds`'s first map taking 90%
-    of the pipeline's time (100 ex/s; the model alone 1,000 ex/s)."""
+    of the pipeline's time (100 ex/s; the model alone 1,000 ex/s), unless `fields` say
+    otherwise."""
     from tfperf.doctor.evidence.findings import StageTiming
     from tfperf.doctor.graph import lint
 
     def make(ds: Any, **fields: Any) -> Any:
         st = next(s for s in lint.read_graph(ds).stages if s.kind.startswith("map"))
         timing = StageTiming(st.index, st.label, st.kind, 100.0, 9000.0)
-        rates = {"pipeline": 100.0, "compute": 1000.0, "training": 100.0}
-        return evidence(ds, **rates, input_bound_fraction=0.8, stages=[timing], cores=2, **fields)
+        slow = {"pipeline": 100.0, "compute": 1000.0, "training": 100.0, "stages": [timing]}
+        return evidence(ds, **{**slow, "input_bound_fraction": 0.8, "cores": 2, **fields})
 
     return make
 

@@ -42,8 +42,11 @@ def test_fix_any_dataset_keeps_the_multiset(tmp_path):
     # the per-example map runs on whole batches (vectorized by pfor, or moved as it is) or
     # in parallel: beside two CPU hogs and a full suite the parallel maps' trial came first
     # and was kept, and vectorizing on top of it gained within the noise (not kept)
-    addressed = {"vectorize per-example maps", "batch before per-example map"}
-    addressed.add("parallel maps (also py_function)")
+    addressed = {
+        "vectorize per-example maps",
+        "batch before per-example map",
+        "parallel maps (also py_function)",
+    }
     assert addressed & set(result.pipeline_changes), result.pipeline_changes
     assert result.after > result.before
     # the module applying the kept rewrites and the run file pointing at it; no prose

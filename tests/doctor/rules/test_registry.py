@@ -147,61 +147,44 @@ def test_a_tie_between_findings_is_said():
     assert not _timed_tie([_finding("a", None), _finding("b", None)])
 
 
-def _slow_map(batch_variant: float | None = None, **fields):
-    """A per-example map taking 90% of a 100 ex/s pipeline, the model alone at 1,000 ex/s,
-    and (`batch_variant`) the compute limit at 4x the batch timed at that rate."""
-    from tfperf.doctor.evidence.evidence import Evidence
-    from tfperf.doctor.evidence.findings import StageTiming
-    from tfperf.doctor.graph import lint
+def _slow_map(slow_map_evidence, batch_variant: float | None = None, **fields):
+    """slow_map_evidence on a per-example map (its cost 8,000-9,500 us per round), the
+    model's step off the host's cores (the slower side sets the pace), and (`batch_variant`)
+    the compute limit at 4x the batch timed at that rate."""
+    from dataclasses import replace
 
     ds = tf.data.Dataset.range(64).map(lambda x: tf.math.sin(tf.cast(x, tf.float32))).batch(8)
-    graph = lint.read_graph(ds)
-    st = next(s for s in graph.stages if s.kind == "map")
-    timing = StageTiming(st.index, st.label, st.kind, 100.0, 9000.0, us_low=8000.0, us_high=9500.0)
     variants = {} if batch_variant is None else {"compute at batch=32": batch_variant}
-    neutral = dict(
-        graph=graph,
-        pipeline=100.0,
-        compute=1000.0,
-        training=100.0,
-        input_bound_fraction=0.8,
-        compute_batch=8.0,
-        stages=[timing],
-        variants=variants,
-        budget=2**20,
-        cache_budget=2**20,
-        shuffle_bytes={},
-        cache_candidate=None,
-        nondeterministic_rate=None,
-        cores=2,
-        accelerator=True,  # the model's step off the host's cores: the slower side sets the pace
-    )
-    return Evidence(**{**neutral, **fields})
+    ctx = slow_map_evidence(ds, variants=variants, accelerator=True, **fields)
+    ctx.stages = [replace(st, us_low=8000.0, us_high=9500.0) for st in ctx.stages]
+    return ctx
 
 
-def test_input_and_compute_findings_rank_together_by_expected_gain():
+def test_input_and_compute_findings_rank_together_by_expected_gain(slow_map_evidence):
     from tfperf.doctor.rules import run_rules
 
     # The pipeline (100 ex/s) sets the pace: its per-example map leads, the model's larger
     # batch (compute 1,000 -> 2,000 ex/s) gains nothing while the input limits.
-    codes = [f.code for f in run_rules(_slow_map(2000.0))]
+    codes = [f.code for f in run_rules(_slow_map(slow_map_evidence, 2000.0))]
     assert codes.index("per_example_map") < codes.index("small_batch"), codes
     # The model sets the pace (a pipeline of 10,000 ex/s, ten times the compute limit, its
     # map 9% of its time): the larger batch leads, whatever training's wait read.
-    fast = _slow_map(2000.0, pipeline=10_000.0, training=1000.0, input_bound_fraction=0.12)
+    fast = _slow_map(
+        slow_map_evidence, 2000.0, pipeline=10_000.0, training=1000.0, input_bound_fraction=0.12
+    )
     found = run_rules(fast)
     assert found[0].code == "small_batch", [(f.code, f.expected_speedup) for f in found]
 
 
-def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie():
+def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie(slow_map_evidence):
     from tfperf.doctor.rules.registry import ranked_with_ties, tie_statement
 
-    quiet = _slow_map(1300.0, pipeline=900.0, training=800.0)
+    quiet = _slow_map(slow_map_evidence, 1300.0, pipeline=900.0, training=800.0)
     found = {f.code: f for f in ranked_with_ties(quiet)[0]}
     assert found["small_batch"].expected_range is None  # one repeat: no range
     # The pipeline alone between 600 and 1,200 ex/s, the compute limit 900-1,100: at one end
     # the input limits (the map's removal worth the most), at the other the model does.
-    noisy = _slow_map(1300.0, pipeline=900.0, training=800.0)
+    noisy = _slow_map(slow_map_evidence, 1300.0, pipeline=900.0, training=800.0)
     noisy.pipeline_range, noisy.compute_range = (600.0, 1200.0), (900.0, 1100.0)
     ranked, ties = ranked_with_ties(noisy)
     by_code = {f.code: f for f in ranked}
@@ -209,8 +192,8 @@ def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie():
     gain = by_code["per_example_map"].expected_speedup
     assert low <= gain <= high and high > 1.3 * low, (low, gain, high)
     assert f"({low:.2f}-{high:.2f}x at the ends" in by_code["per_example_map"].expected
-    # The larger batch's what-if ran in the compute limit's rounds: its ratio holds at both
-    # ends, so its range is the cost model's alone.
+    # The larger batch's what-if ran in the compute limit's rounds: it scales with it at
+    # both ends (and the run's noise further, 1.0 here), so its range is the cost model's.
     assert by_code["small_batch"].expected_range is not None
     # Their ranges overlap: a tie, said with the ranges, ranked by priority (the map first).
     tied = next(run for run in ties if {"per_example_map", "small_batch"} <= {f.code for f in run})
@@ -240,14 +223,16 @@ def test_gains_within_a_noisy_runs_spread_tie():
     assert "within the noise (1.6x of each other)" in tie_statement(noisy[0], 1.6)
 
 
-def test_a_paired_what_if_of_the_model_spans_its_paired_ratios():
+def test_a_paired_what_if_of_the_model_spans_its_paired_ratios(slow_map_evidence):
     from tfperf.doctor.evidence.evidence import XLA_VARIANT
     from tfperf.doctor.rules.registry import ranked_with_ties
     from tfperf.measure.compare import Comparison
 
     # The model sets the pace (pipeline 10,000 ex/s, compute 1,000); XLA timed 1.2-1.8x
     # faster in three paired rounds (median 1.5x).
-    ctx = _slow_map(None, pipeline=10_000.0, training=1000.0, input_bound_fraction=0.0)
+    ctx = _slow_map(
+        slow_map_evidence, None, pipeline=10_000.0, training=1000.0, input_bound_fraction=0.0
+    )
     ctx.variants = {XLA_VARIANT: 1500.0}
     ctx.paired = {XLA_VARIANT: Comparison((1.2, 1.5, 1.8), "faster")}
     ctx.pipeline_range, ctx.compute_range = (9000.0, 11_000.0), (950.0, 1050.0)

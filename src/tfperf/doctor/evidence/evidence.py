@@ -134,10 +134,12 @@ class Evidence:
             # (A what-if of training is paired with training, which stays as measured.)
             out = dict(self.variants)
             for k, v in self.variants.items():
-                base = self.training if k.startswith(TRAINING_SIDE) else compute
+                of_training = k.startswith(TRAINING_SIDE)
                 if (c := self.paired.get(k)) is not None:
-                    out[k] = base * (c.low if least else c.high)
-                elif base is compute:  # timed once per round: the run's noise apart
+                    out[k] = (self.training if of_training else compute) * (
+                        c.low if least else c.high
+                    )
+                elif not of_training:  # timed once per round: the run's noise apart
                     noise = 1 / self.spread if least else self.spread
                     out[k] = v * compute / max(self.compute, 1e-9) * noise
             return out

@@ -123,9 +123,8 @@ def gain_ranges(ctx: Evidence, found: list[Finding]) -> None:
                 for g in at_end
                 if g.code == f.code and g.stage_index == f.stage_index and g.expected_speedup
             ]
-        low, high = min(gains), max(gains)
-        f.expected_range = (low, high)
-        f.expected += f" ({low:.2f}-{high:.2f}x at the ends of the measured repeats)"
+        f.expected_range = (min(gains), max(gains))
+        f.expected += f" ({_span(f.expected_range)} at the ends of the measured repeats)"
 
 
 def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]:
@@ -242,10 +241,12 @@ def tie_statement(run: list[Finding], tie: float = TIE) -> str:
 def _said(f: Finding) -> str:
     """'~1.90x', or '~1.90x (1.20-2.40x)' with its range."""
     said = f"~{f.expected_speedup or 0.0:.2f}x"
-    if f.expected_range is None:
-        return said
-    low, high = f.expected_range
-    return f"{said} ({low:.2f}-{high:.2f}x)"
+    return said if f.expected_range is None else f"{said} ({_span(f.expected_range)})"
+
+
+def _span(gains: tuple[float, float]) -> str:
+    """'1.20-2.40x': a gain range as the report says it."""
+    return f"{gains[0]:.2f}-{gains[1]:.2f}x"
 
 
 def _gain(f: Finding) -> float:
