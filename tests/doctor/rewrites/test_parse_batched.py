@@ -110,6 +110,28 @@ def test_a_rest_with_a_cond_keeps_its_branch_functions(records):
     assert_same_examples(ds, out)
 
 
+def test_the_new_maps_hold_their_own_reference_to_each_branch_function():
+    # The eager context counts references by name: a branch another owner registered went
+    # with that owner when it was collected, before the new chain was serialized (beside two
+    # CPU hogs). Here that owner's removal is the one remove_function below.
+    from tensorflow.python.eager import context
+
+    from tfperf.doctor.rewrites.parse_batched import _register
+
+    mapped = tf.data.Dataset.range(4).map(
+        lambda x: tf.cond(x % 2 == 0, lambda: x * 2, lambda: x + 1)
+    )
+    names = [
+        f.signature.name for f in mapped._map_func.function.graph.as_graph_def().library.function
+    ]
+    assert names, "the map's function has no branch functions"
+    _register(mapped)
+    ctx = context.context()
+    for name in names:
+        ctx.remove_function(name)
+    assert all(ctx.has_function(n) for n in names), [n for n in names if not ctx.has_function(n)]
+
+
 def test_a_parse_returning_sparse_tensors_before_a_filter_keeps_them(records):
     def parse(record):
         return tf.io.parse_single_example(record, SPEC)

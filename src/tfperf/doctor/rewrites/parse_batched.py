@@ -203,7 +203,14 @@ def _register(mapped: tf.data.Dataset) -> None:
     the cut graph under new names) made known to the eager context, where the dataset's
     serialization looks them up ("Unable to find FunctionDef for __inference_cond_false_31_70
     in the registry" on a segmentation pipeline's decode). tf.data keeps the traced function
-    in the map dataset's `_map_func`."""
+    in the map dataset's `_map_func`.
+
+    Each is added even when the context has it: the context counts references by name, and
+    a function another owner registered (the cut's loaded library) is removed when that
+    owner is collected, which on a loaded host came before the serialization ("Unable to
+    find FunctionDef for __inference_cond_false_..." beside two CPU hogs). The added
+    reference is never dropped: a few FunctionDefs per rewrite, for the process's life."""
+    import tensorflow as tf
     from tensorflow.python.eager import context
 
     traced = getattr(getattr(mapped, "_map_func", None), "function", None)
@@ -211,8 +218,10 @@ def _register(mapped: tf.data.Dataset) -> None:
         return
     ctx = context.context()
     for fdef in traced.graph.as_graph_def().library.function:
-        if not ctx.has_function(fdef.signature.name):
+        try:
             ctx.add_function_def(fdef)
+        except tf.errors.InvalidArgumentError:
+            pass  # another definition under this name: the context keeps that one's owner
 
 
 def _as_tensors(*parts: Any) -> tuple[Any, ...]:
