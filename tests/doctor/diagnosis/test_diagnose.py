@@ -13,7 +13,13 @@ import tensorflow as tf
 
 from tfperf.config import config_from_dict
 from tfperf.doctor.diagnosis.diagnose import MIN_REQUIRED_REPEATS, diagnose, top_up
-from tfperf.doctor.diagnosis.verdict import REQUIRED, boundary_of, inconsistency, rates_overlap
+from tfperf.doctor.diagnosis.verdict import (
+    REQUIRED,
+    boundary_of,
+    inconsistency,
+    input_keeps_up,
+    rates_overlap,
+)
 from tfperf.doctor.probes.budget import Budget
 from tfperf.doctor.probes.generator_sample import LEAST
 from tfperf.doctor.probes.target import dataset_probe
@@ -330,3 +336,17 @@ def test_a_noisy_run_widens_the_range_its_verdict_is_drawn_from():
     assert boundary_of([0.01, 0.02], None, noise=1.2) is None
     assert boundary_of([0.9, 0.95], None, noise=2.5) is None
     assert boundary_of([0.06, 0.19], None, noise=1.05) is None
+
+
+def test_a_pipeline_far_beyond_its_model_keeps_up_whatever_a_short_wait_read():
+    """The pipeline alone 3x the compute limit or more (slowest repeat against fastest):
+    waits under the highly-input-bound threshold are the host's load, the verdict "not
+    input-bound" with them said; closer rates, or a wait of a fifth, keep the measured one."""
+    far = _rates("pipeline", 14000, 16000), _rates("compute", 1100, 1250)
+    said = input_keeps_up([0.01, 0.06, 0.03], *far)
+    assert said is not None and said.startswith("not input-bound: 1-6% waiting"), said
+    assert "14,000-16,000" in said and "1,100-1,250" in said and "11.2x" in said
+    assert input_keeps_up([0.05, 0.25], *far) is None  # a fifth waiting: measured as is
+    assert input_keeps_up([], *far) is None  # training not timed
+    near = _rates("pipeline", 3000, 4000), _rates("compute", 1100, 1250)
+    assert input_keeps_up([0.01, 0.06], *near) is None

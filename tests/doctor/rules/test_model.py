@@ -14,7 +14,13 @@ import pytest
 import tensorflow as tf
 
 from tfperf.config import config_from_dict
-from tfperf.doctor.evidence.evidence import PAIRED_COMPUTE, XLA_VARIANT
+from tfperf.doctor.evidence.evidence import (
+    COMPUTE_BATCH_VARIANT,
+    PAIRED_COMPUTE,
+    PAIRED_TRAINING,
+    TRAINING_BATCH_VARIANT,
+    XLA_VARIANT,
+)
 from tfperf.doctor.fix.runfile import run_file_candidates
 from tfperf.doctor.graph import lint
 from tfperf.doctor.rules import run_rules
@@ -89,6 +95,29 @@ def test_paired_ratios_decide_not_medians_of_phases_apart(evidence):
     paired = {XLA_VARIANT: compare(ref, xla)}
     ctx = evidence(_dataset(), **rates, variants={XLA_VARIANT: 1450.0}, paired=paired)
     assert [f for f in run_rules(ctx) if f.code == "xla"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "reference"),
+    [
+        (f"{COMPUTE_BATCH_VARIANT}32", PAIRED_COMPUTE),
+        (f"{TRAINING_BATCH_VARIANT}32", PAIRED_TRAINING),
+    ],
+)
+def test_a_larger_batch_is_judged_by_its_paired_ratios_too(evidence, variant, reference):
+    """The batch what-if (of the compute limit, or of training on the run file's pipeline)
+    beats its reference timed in the same rounds in every pair by 1.3x, or is not named."""
+    rates = {"pipeline": 90000.0, "compute": 1000.0, "training": 990.0}
+    ref = _measured(reference, [1000, 1600, 1000])
+    straddles = _measured(variant, [1500, 1400, 1400])  # 1.5x, 0.88x, 1.4x
+    paired = {variant: compare(ref, straddles)}
+    ctx = evidence(_dataset(), **rates, variants={variant: 1400.0}, paired=paired)
+    assert not [f for f in run_rules(ctx) if f.code == "small_batch"]
+    beyond = _measured(variant, [1400, 2300, 1500])  # 1.4-1.5x in every pair
+    paired = {variant: compare(ref, beyond)}
+    ctx = evidence(_dataset(), **rates, variants={variant: 1450.0}, paired=paired)
+    (f,) = [f for f in run_rules(ctx) if f.code == "small_batch"]
+    assert f.evidence.startswith("training" if reference == PAIRED_TRAINING else "compute limit")
 
 
 def test_an_iterator_that_cannot_be_checkpointed_is_a_resume_finding(evidence):

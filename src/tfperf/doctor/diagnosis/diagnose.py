@@ -36,6 +36,7 @@ from tfperf.doctor.diagnosis.verdict import (
     boundary_of,
     drawn_without,
     inconsistency,
+    input_keeps_up,
     rates_overlap,
     timed,
 )
@@ -165,6 +166,15 @@ def _paired(
 # one repeat gave a bare verdict in one run and a false "inconsistent" in the next.
 MIN_REQUIRED_REPEATS = 3
 TOP_UP_SHARE = 0.4  # of the time left that the required rates' extra rounds may take
+# An input change expecting less than this at both ends of its gain range is not advice:
+# beside two CPU hogs a pipeline 35x faster than its model read a 5% wait in one repeat of
+# two runs, kept its input findings ("between") and led with a ~1.0x per-example map.
+NO_GAIN = 1.02
+
+
+def gains_nothing(f: Finding) -> bool:
+    """An input finding whose whole expected range (Finding.expected_range) is under NO_GAIN."""
+    return f.kind == "input" and f.expected_range is not None and f.expected_range[1] < NO_GAIN
 
 
 def graph_risks(evidence: Evidence) -> list[Finding]:
@@ -336,6 +346,10 @@ def diagnose(
     inconsistent = inconsistency(pipeline, compute, training)
     # No verdict is drawn from a measurement that contradicts itself.
     verdict = INCONSISTENT if inconsistent else verdict_for(training.input_bound_fraction)
+    fractions = training.input_bound_fractions
+    keeps_up = None if inconsistent else input_keeps_up(fractions, pipeline, compute)
+    if keeps_up is not None:
+        verdict = "not input-bound"
     # A rate whose first repeat outlasted the budget (a slow element, a loaded host) is a
     # row "not measured", and the verdict says which rate it lacked.
     missing = [n for n in REQUIRED if n in budget.abandoned and not timed(measured[n])]
@@ -417,14 +431,24 @@ def diagnose(
     if on_target:
         ranked = pipeline_first(ranked)
     findings = cache_findings(capped, evidence.cache_budget) + ranked
-    fractions = training.input_bound_fractions
     noise = training.examples_per_s.spread
     boundary = None if inconsistent or missing else boundary_of(fractions, close, noise)
-    # Input advice is dropped only when every repeat says not input-bound: a verdict near
-    # the boundary kept it in one run and dropped it in the next.
-    if verdict == "not input-bound" and boundary is None and not on_target:
+    if keeps_up is not None and not missing:
+        boundary = keeps_up
+    # Input advice is dropped only when every repeat says not input-bound (or the pipeline
+    # alone is far beyond the model): a verdict near the boundary kept it in one run and
+    # dropped it in the next.
+    clear = boundary is None or boundary is keeps_up
+    if verdict == "not input-bound" and clear and not on_target:
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
+    idle = [] if on_target else [f for f in findings if gains_nothing(f)]
+    if idle:
+        findings = [f for f in findings if not gains_nothing(f)]
+        notes.append(
+            f"not advised: {', '.join(f.code for f in idle)} (each expects under "
+            f"{NO_GAIN:.2f}x at both ends of the measured repeats: the model sets the pace)"
+        )
     kept = {id(f) for f in findings}
     tie = tie_factor(evidence)
     notes += [tie_statement(run, tie) for run in ties if all(id(f) in kept for f in run)]

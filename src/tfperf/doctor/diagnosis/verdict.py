@@ -103,6 +103,34 @@ def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
     )
 
 
+# The pipeline alone at least this many times the compute limit (its slowest repeat against
+# the limit's fastest) keeps up with the model on a shared CPU too: at the model's pace it
+# needs a third of the cores or less.
+FAR = 3.0
+
+
+def input_keeps_up(
+    fractions: list[float], pipeline: Measurement, compute: Measurement
+) -> str | None:
+    """The verdict "not input-bound", said with its waits and why, when the pipeline alone is
+    FAR beyond the compute limit and no repeat of training waited HIGHLY: its short waits
+    are the host's load, not the pipeline's rate (beside two CPU hogs a pipeline ~10x its
+    model read 4-7%, 3-5% and 1-5% in three runs, "between" in some and "not" in others,
+    and kept its ~1.0x input findings when "between"). None otherwise."""
+    p, c = pipeline.examples_per_s, compute.examples_per_s
+    if not (timed(pipeline) and timed(compute)) or c.max <= 0 or p.min < FAR * c.max:
+        return None
+    if not fractions or max(fractions) >= HIGHLY:
+        return None
+    low, high = min(fractions), max(fractions)
+    return (
+        f"not input-bound: {percents(low, high)} waiting (the pipeline alone, "
+        f"{number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, is {p.min / c.max:.1f}x "
+        f"the compute limit, {number(c.median)} ({number(c.min)}-{number(c.max)}), or more: "
+        "the waits are the host's load, not the pipeline's rate)"
+    )
+
+
 # The widest noise (training's slowest to fastest repeat) that widens the wait's range.
 MAX_NOISE = 2.0
 

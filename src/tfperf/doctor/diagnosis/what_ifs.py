@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from tfperf.config import RunConfig
 from tfperf.doctor.evidence.evidence import (
+    COMPUTE_BATCH_VARIANT,
     COMPUTE_VARIANTS,
     PAIRED_COMPUTE,
     PAIRED_TRAINING,
     STEPS_VARIANT,
     THREADS_VARIANT,
+    TRAINING_BATCH_VARIANT,
+    TRAINING_VARIANTS,
     XLA_VARIANT,
     cpu_count,
 )
@@ -89,10 +92,10 @@ def what_if_probes(
         # the run file's own pipeline rebuilt at 2x and 4x the batch, trained for real.
         for big in (batch * 2, batch * 4):
             if own_pipeline:
-                name = f"training at batch={big}"
+                name = f"{TRAINING_BATCH_VARIANT}{big}"
                 variant(name, partial(_training_at, name, cfg, big, limit))
             else:
-                name = f"compute at batch={big}"
+                name = f"{COMPUTE_BATCH_VARIANT}{big}"
                 rebatched = train_ds.unbatch().batch(big, drop_remainder=True)
                 variant(name, partial(_compute_at, name, cfg, rebatched, big, None, limit))
     step = target.step if target is not None else None
@@ -123,7 +126,9 @@ def what_if_probes(
             name = f"{THREADS_VARIANT}{n}"
             few = with_input_threads(train_ds, n)
             variant(name, lambda: train_probe(name, target, few, d, limit, give_up=True))
-            out.insert(0, train_probe(PAIRED_TRAINING, target, train_ds, d, limit))
+    if target is not None and any(p.name.startswith(TRAINING_VARIANTS) for p in out):
+        # Interleaved with them, the reference each training what-if is judged against.
+        out.insert(0, train_probe(PAIRED_TRAINING, target, train_ds, d, limit))
     if target is not None and any(p.name.startswith(COMPUTE_VARIANTS) for p in out):
         # Interleaved with them, the reference each compute what-if is judged against.
         reference = compute_probe(PAIRED_COMPUTE, target, train_ds, d, limit)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from tfperf.doctor.evidence.evidence import XLA_VARIANT, Evidence
+from tfperf.doctor.evidence.evidence import TRAINING_BATCH_VARIANT, XLA_VARIANT, Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.rules.registry import Rewrite, rule
 from tfperf.observe.feed import MODERATELY
@@ -48,14 +48,16 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
     others = "; ".join(
         f"at batch {k.split('=', 1)[1]}: {number(ctx.variants[k])} ex/s" for k in sizes if k != name
     )
-    if name.startswith("training"):
+    of_training = name.startswith(TRAINING_BATCH_VARIANT)
+    if of_training:
         now, what = ctx.training, "training"
         gain = big / max(1e-9, now)
     else:
         now, what = ctx.compute, "compute limit"
         gain = ctx.speedup_compute(big)
     ratio = big / max(1e-9, now)
-    if ratio < SMALL_BATCH_GAIN:
+    beats = ctx.beats_training if of_training else ctx.beats_compute
+    if not beats(name, SMALL_BATCH_GAIN - 1):
         return []
     return [
         Finding(
@@ -71,7 +73,7 @@ def rule_small_batch(ctx: Evidence) -> list[Finding]:
             f"training ~{gain:.1f}x faster",
             gain,
             "compute",
-            new_compute=None if name.startswith("training") else big,
+            new_compute=None if of_training else big,
         )
     ]
 
