@@ -202,34 +202,6 @@ def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie(sl
     assert f"({low:.2f}-{high:.2f}x)" in said and "ranges that overlap" in said, said
 
 
-def test_an_input_change_gaining_nothing_at_either_end_is_not_advised(slow_map_evidence):
-    """The pipeline alone ~35x its model: removing its per-example map expects under 1.02x
-    at both ends of the repeats, and the diagnosis drops it (gains_nothing); where the input
-    limits at one end, or may, it stays."""
-    from dataclasses import replace
-
-    from tfperf.doctor.diagnosis.diagnose import gains_nothing
-    from tfperf.doctor.rules.registry import ranked_with_ties
-
-    fast = _slow_map(slow_map_evidence, pipeline=35000.0, training=990.0)
-    fast.input_bound_fraction = 0.05
-    fast.stages = [
-        replace(st, us_per_example=22.0, us_low=20.0, us_high=25.0) for st in fast.stages
-    ]
-    fast.pipeline_range, fast.compute_range = (30000.0, 40000.0), (900.0, 1100.0)
-    (found,) = [f for f in ranked_with_ties(fast)[0] if f.code == "per_example_map"]
-    assert found.expected_range is not None and found.expected_range[1] < 1.02, found.expected
-    assert gains_nothing(found, fast)
-    slow = _slow_map(slow_map_evidence)
-    slow.pipeline_range, slow.compute_range = (600.0, 1200.0), (900.0, 1100.0)
-    (kept,) = [f for f in ranked_with_ties(slow)[0] if f.code == "per_example_map"]
-    assert not gains_nothing(kept, slow), kept.expected
-    # The same ~1.0x gain where the pipeline alone's range reaches the compute limit's: the
-    # input may limit, and the finding stays.
-    fast.pipeline_range = (1000.0, 40000.0)
-    assert not gains_nothing(found, fast)
-
-
 def test_the_tie_factor_follows_the_runs_noise_within_its_bounds(evidence):
     from tfperf.doctor.rules.registry import MAX_TIE, TIE, tie_factor
 

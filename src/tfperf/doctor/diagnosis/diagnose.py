@@ -166,21 +166,6 @@ def _paired(
 # one repeat gave a bare verdict in one run and a false "inconsistent" in the next.
 MIN_REQUIRED_REPEATS = 3
 TOP_UP_SHARE = 0.4  # of the time left that the required rates' extra rounds may take
-# Where the model sets the pace, an input change expecting less than this at both ends of
-# its gain range is not advice: beside two CPU hogs a pipeline 35x faster than its model
-# read a 5% wait in one repeat of two runs, kept its input findings ("between") and led
-# with a ~1.0x per-example map. (Where the input limits, a ~1.0x prefetch on a CPU host
-# stays: the cost model's shared cores are an estimate, and a prefetch costs nothing.)
-NO_GAIN = 1.02
-
-
-def gains_nothing(f: Finding, evidence: Evidence) -> bool:
-    """An input finding whose whole expected range (Finding.expected_range) is under NO_GAIN
-    while the pipeline alone, at its slowest, beats the compute limit at its fastest."""
-    p, c = evidence.pipeline_range, evidence.compute_range
-    model_limits = p is not None and c is not None and p[0] > c[1]
-    ranged = f.expected_range is not None and f.expected_range[1] < NO_GAIN
-    return model_limits and f.kind == "input" and ranged
 
 
 def graph_risks(evidence: Evidence) -> list[Finding]:
@@ -448,13 +433,6 @@ def diagnose(
     if verdict == "not input-bound" and clear and not on_target:
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
-    idle = [] if on_target else [f for f in findings if gains_nothing(f, evidence)]
-    if idle:
-        findings = [f for f in findings if all(f is not g for g in idle)]
-        notes.append(
-            f"not advised: {', '.join(f.code for f in idle)} (each expects under "
-            f"{NO_GAIN:.2f}x at both ends of the measured repeats: the model sets the pace)"
-        )
     kept = {id(f) for f in findings}
     tie = tie_factor(evidence)
     notes += [tie_statement(run, tie) for run in ties if all(id(f) in kept for f in run)]

@@ -125,9 +125,9 @@ def input_keeps_up(
     low, high = min(fractions), max(fractions)
     return (
         f"not input-bound: {percents(low, high)} waiting (the pipeline alone, "
-        f"{number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, is {p.min / c.max:.1f}x "
-        f"the compute limit, {number(c.median)} ({number(c.min)}-{number(c.max)}), or more: "
-        "the waits are the host's load, not the pipeline's rate)"
+        f"{number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, is at least "
+        f"{p.min / c.max:.1f}x the compute limit, {number(c.median)} ({number(c.min)}-"
+        f"{number(c.max)}): the waits are the host's load, not the pipeline's rate)"
     )
 
 
