@@ -126,7 +126,7 @@ def test_readme_example_runs(capsys, tmp_path):
     # The 12 s diagnosis names the planted map, or says its measurement was inconsistent (the
     # host's load swung between its rounds, beside two CPU hogs) rather than judge.
     assert "per_example_map" in out or "inconsistent measurement" in out, out
-    # Its 20 s optimize keeps what it timed faster or, beside two CPU hogs, says which trials
+    # Its 30 s optimize keeps what it timed faster or, beside two CPU hogs, says which trials
     # the budget left unmeasured (a first trial took it all): an honest answer either way.
     assert "same examples: True" in out, out
     assert "kept: " in out or "not measured within the time budget" in out, out

@@ -206,9 +206,9 @@ def _register(mapped: tf.data.Dataset) -> None:
     in the map dataset's `_map_func`.
 
     Each is added even when the context has it: the context counts references by name, and
-    a function another owner registered (the cut's loaded library) is removed when that
-    owner is collected, which on a loaded host came before the serialization ("Unable to
-    find FunctionDef for __inference_cond_false_..." beside two CPU hogs). The added
+    a function another owner registered is removed when that owner is collected. Beside
+    two CPU hogs a branch went before the serialization ("Unable to find FunctionDef for
+    __inference_cond_false_..."); which owner held it then is inferred, not seen. The added
     reference is never dropped: a few FunctionDefs per rewrite, for the process's life."""
     import tensorflow as tf
     from tensorflow.python.eager import context
