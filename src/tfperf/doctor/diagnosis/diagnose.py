@@ -424,13 +424,13 @@ def diagnose(
     findings = cache_findings(capped, evidence.cache_budget) + ranked
     noise = training.examples_per_s.spread
     boundary = None if inconsistent or missing else boundary_of(fractions, close, noise)
-    if keeps_up is not None and not missing:
+    far = keeps_up is not None and not missing
+    if far:
         boundary = keeps_up
     # Input advice is dropped only when every repeat says not input-bound (or the pipeline
     # alone is far beyond the model): a verdict near the boundary kept it in one run and
     # dropped it in the next.
-    clear = boundary is None or boundary is keeps_up
-    if verdict == "not input-bound" and clear and not on_target:
+    if verdict == "not input-bound" and (boundary is None or far) and not on_target:
         findings = [f for f in findings if f.kind != "input"]
         notes.append("not input-bound: the model, not the input, sets the pace")
     kept = {id(f) for f in findings}

@@ -7,6 +7,7 @@ rate outlasted the budget. diagnose.py measures; this module only reads the meas
 
 from __future__ import annotations
 
+from tfperf.doctor.evidence.findings import rate_text
 from tfperf.measure import Measurement
 from tfperf.observe.feed import HIGHLY, near_boundary, percents, verdict_range
 from tfperf.util.format import number
@@ -57,8 +58,7 @@ def inconsistency(pipeline: Measurement, compute: Measurement, training: Measure
     if not training.runs or train.min <= 0:
         return None
     faster = [
-        f"training {number(train.median)} ({number(train.min)}-{number(train.max)}) examples/s "
-        f"is faster than {what} {number(r.median)} ({number(r.min)}-{number(r.max)})"
+        f"training {rate_text(training)} examples/s is faster than {what} {rate_text(m)}"
         for what, m in (("the pipeline alone", pipeline), ("the compute limit", compute))
         if m.runs and (r := m.examples_per_s).max > 0 and train.min > r.max * (1 + MARGIN)
     ]
@@ -97,8 +97,8 @@ def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
     if apart and max(p.median, c.median) > NEAR * min(p.median, c.median):
         return None
     return (
-        f"the pipeline alone, {number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, "
-        f"and the compute limit, {number(c.median)} ({number(c.min)}-{number(c.max)}), are "
+        f"the pipeline alone, {rate_text(pipeline)} examples/s, "
+        f"and the compute limit, {rate_text(compute)}, are "
         "within the noise of each other: which sets the pace depends on the host's load"
     )
 
@@ -125,9 +125,8 @@ def input_keeps_up(
     low, high = min(fractions), max(fractions)
     return (
         f"not input-bound: {percents(low, high)} waiting (the pipeline alone, "
-        f"{number(p.median)} ({number(p.min)}-{number(p.max)}) examples/s, is at least "
-        f"{p.min / c.max:.1f}x the compute limit, {number(c.median)} ({number(c.min)}-"
-        f"{number(c.max)}): the waits are the host's load, not the pipeline's rate)"
+        f"{rate_text(pipeline)} examples/s, is at least {p.min / c.max:.1f}x the compute "
+        f"limit, {rate_text(compute)}: the waits are the host's load, not the pipeline's rate)"
     )
 
 
