@@ -179,12 +179,12 @@ def test_input_and_compute_findings_rank_together_by_expected_gain(slow_map_evid
 def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie(slow_map_evidence):
     from tfperf.doctor.rules.registry import ranked_with_ties, tie_statement
 
-    quiet = _slow_map(slow_map_evidence, 1300.0, pipeline=900.0, training=800.0)
+    quiet = _slow_map(slow_map_evidence, 1600.0, pipeline=900.0, training=800.0)
     found = {f.code: f for f in ranked_with_ties(quiet)[0]}
     assert found["small_batch"].expected_range is None  # one repeat: no range
     # The pipeline alone between 600 and 1,200 ex/s, the compute limit 900-1,100: at one end
     # the input limits (the map's removal worth the most), at the other the model does.
-    noisy = _slow_map(slow_map_evidence, 1300.0, pipeline=900.0, training=800.0)
+    noisy = _slow_map(slow_map_evidence, 1600.0, pipeline=900.0, training=800.0)
     noisy.pipeline_range, noisy.compute_range = (600.0, 1200.0), (900.0, 1100.0)
     ranked, ties = ranked_with_ties(noisy)
     by_code = {f.code: f for f in ranked}
