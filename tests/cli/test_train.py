@@ -82,3 +82,24 @@ def test_a_cluster_run_without_a_shared_job_is_refused_before_tensorflow(tmp_pat
     assert "exit 2 tensorflow imported: False" in out.stdout, out.stdout + out.stderr[-3000:]
     said = " ".join(out.stderr.split())
     assert "2 multi_worker tasks" in said and "job_name" in said, said
+
+
+def test_the_rate_and_the_wait_carry_their_windows_spread_in_text_and_json():
+    from dataclasses import replace
+
+    r = replace(
+        result(1234.0),
+        input_bound_fraction=0.12,
+        examples_per_sec_range=(1000.0, 1500.0),
+        input_bound_fraction_range=(0.05, 0.2),
+    )
+    text = " ".join(table(r).split())
+    assert "1,234 (1,000-1,500)" in text and "12.0% (5.0-20.0%) of the time" in text
+    assert "slowest and fastest stretch of 1 s" in text  # what the brackets are
+    d = r.to_dict()
+    assert d["examples_per_sec_range"] == (1000.0, 1500.0)
+    assert d["examples_per_sec_text"] == "1,234 (1,000-1,500)"
+    assert d["input_bound_fraction_text"] == "12.0% (5.0-20.0%)"
+    # One window: the figure alone, no note.
+    assert result(1234.0).to_dict()["examples_per_sec_text"] == "1,234"
+    assert result(1234.0).spread_note is None and "stretch" not in table(result(1234.0))

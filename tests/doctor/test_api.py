@@ -126,10 +126,9 @@ def test_readme_example_runs(capsys, tmp_path):
     # The 12 s diagnosis names the planted map, or says its measurement was inconsistent (the
     # host's load swung between its rounds, beside two CPU hogs) rather than judge.
     assert "per_example_map" in out or "inconsistent measurement" in out, out
-    # Its 30 s optimize keeps what it timed faster or, beside two CPU hogs, says which trials
-    # the budget left unmeasured (a first trial took it all): an honest answer either way.
+    # Its 30 s optimize keeps what it timed faster (beside two CPU hogs too: the budget above).
     assert "same examples: True" in out, out
-    assert "kept: " in out or "not measured within the time budget" in out, out
+    assert "kept: " in out, out
     report, fast = ran["report"], ran["fast"]
     assert report.kept, str(report)  # `fast` is the rewritten dataset, not the user's
     assert report.speedup > 1.0 and report.fix.confirmed

@@ -18,6 +18,7 @@ import tensorflow as tf
 import tfperf
 import tfperf.keras
 from tfperf.runreport.events import read_scalars
+from tfperf.util.format import percent_figure, rate_figure
 
 BATCH = 32
 
@@ -84,6 +85,13 @@ def test_a_slow_pipeline_is_called_input_bound_and_tensorboard_gets_tfperf_tags(
     assert 0.05 * 0.25 < s.wait_s / s.steps < 0.05 * 1.5
     line = mon.stream.getvalue()
     assert "highly input-bound" in line and "tfperf.optimize" in line and line.count("\n") == 1
+    # Each figure with its logged windows' least and most, which hold it (as --json has them).
+    d = s.to_dict()
+    (low, high), rate = d["examples_per_sec_range"], d["examples_per_sec"]
+    assert low <= rate <= high and f"{rate_figure(rate, (low, high))} examples/s" in line
+    (low, high), frac = d["input_bound_fraction_range"], d["input_bound_fraction"]
+    assert low <= frac <= high and percent_figure(frac, (low, high)) in line
+    assert f"in {len(s.windows)} logged windows" in line and "windows" not in d
     tags = scalar_tags(tmp_path / "train")
     for tag in ("input/wait_ms", "input/wait_fraction", "step/examples_per_sec", "step/time_ms"):
         assert len(tags[tag]) >= 3, (tag, sorted(tags))

@@ -126,3 +126,36 @@ def test_a_verdict_the_rates_put_near_the_boundary_says_why():
 
     said = near_boundary([0.01, 0.03], "the two rates overlap")
     assert said == "between input-bound and not input-bound: 1-3% (the two rates overlap)"
+
+
+def test_a_training_rate_has_the_spread_of_its_one_second_windows():
+    """Calls are summed in windows of 1 s or more: the run's rate and wait, their
+    wall-weighted means, lie within the slowest and fastest window; a short tail joins the
+    last window, and one window gives no spread."""
+    from tfperf.observe.feed import FeedMeter
+
+    meter = FeedMeter()
+    meter.add(0.1, 0.6, 1, 600)  # 1,000 ex/s ...
+    meter.add(0.1, 0.6, 1, 600)  # ... closes a window of 1.2 s, 1,000 ex/s, 17% waiting
+    assert meter.examples_per_s_range is None  # one window
+    meter.add(0.0, 1.0, 1, 3000)  # 3,000 ex/s, no wait
+    meter.add(0.05, 0.1, 1, 20)  # a tail of 0.1 s at 200 ex/s joins the window before it
+    low, high = meter.examples_per_s_range
+    assert (round(low), round(high)) == (1000, round(3020 / 1.1))
+    assert low <= meter.examples_per_s <= high
+    w_low, w_high = meter.wait_fraction_range
+    assert w_low == 0.05 / 1.1 and w_high == 0.2 / 1.2
+    assert w_low <= meter.wait_fraction <= w_high
+
+
+def test_a_long_runs_windows_merge_two_by_two_and_keep_every_call():
+    from tfperf.observe import feed
+
+    meter = feed.FeedMeter()
+    for i in range(feed.MAX_WINDOWS + 1):
+        meter.add(0.0, 1.0, 1, 100 if i % 2 else 300)
+    assert len(meter.windows) == (feed.MAX_WINDOWS + 2) // 2 and meter.window_s == 2.0
+    assert sum(w[0] for w in meter.windows) == feed.MAX_WINDOWS + 1
+    assert sum(w[2] for w in meter.windows) == meter.examples
+    low, high = meter.examples_per_s_range
+    assert low == 200.0 and high == 300.0  # pairs of 300 and 100; the odd last one alone

@@ -47,6 +47,11 @@ def test_verdict_and_summary(diagnosis):
     html = verdict_html({**diagnosis, "verdict": "not input-bound"}, summary)
     assert 'class="verdict good"' in html
     assert "<td>0 -> 40</td>" in html and "<td>12,346</td>" in html and "0.12346" in html
+    # The CLI's texts, with their spread and what it is, where summary.json has them.
+    texts = {"examples_per_sec_text": "12,346 (9,000-13,000)", "spread_note": "in brackets: x"}
+    html = verdict_html(None, {**summary, **texts, "input_bound_fraction_text": "2.0% (1-3%)"})
+    assert "<td>12,346 (9,000-13,000)</td>" in html and "<td>2.0% (1-3%)</td>" in html
+    assert '<p class="note">in brackets: x</p>' in html
     assert verdict_html(None, None) == ""
 
 

@@ -90,7 +90,12 @@ def demo(
     last = _last_eval(run_dir)
     summary = {
         "examples_per_sec": result.examples_per_sec,
+        "examples_per_sec_range": result.examples_per_sec_range,
         "input_bound_fraction": result.input_bound_fraction,
+        "input_bound_fraction_range": result.input_bound_fraction_range,
+        "examples_per_sec_text": result.examples_per_sec_text,
+        "input_bound_fraction_text": result.input_bound_fraction_text,
+        "spread_note": result.spread_note,
         "steps": result.steps,
         "final_loss": result.final_loss,
         "eval": last,
@@ -104,8 +109,9 @@ def demo(
         print_json(summary)
         return
     table = Table(title="tfperf demo", show_header=False)
-    table.add_row("examples/s", f"{result.examples_per_sec:,.0f}")
-    table.add_row("input-bound fraction", f"{result.input_bound_fraction:.1%}")
+    table.caption = result.spread_note
+    table.add_row("examples/s", result.examples_per_sec_text)
+    table.add_row("input-bound fraction", result.input_bound_fraction_text)
     table.add_row("steps", str(result.steps))
     table.add_row("final train loss", f"{result.final_loss:.4f}")
     if last:

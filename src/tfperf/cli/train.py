@@ -22,7 +22,7 @@ from tfperf.cli.common import (
     stdout_console,
 )
 from tfperf.train.strategy import bind_own_server, check_shared_job
-from tfperf.util.format import number, plural, shell_command
+from tfperf.util.format import plural, shell_command
 
 if TYPE_CHECKING:
     from tfperf.train.loop import TrainResult
@@ -61,8 +61,10 @@ one_device | mirrored | multi_worker (TF_CONFIG) | parameter_server (train.clust
 `tfperf cluster-server` tasks).
 
 --json prints: steps, start_step, examples_per_sec, input_bound_fraction (input wait /
-wall time), wait_ms_mean, final_loss, metrics, precision, precision_detail, jit_compile
-(the train step compiled with XLA) and jit_compile_reason, strategy,
+wall time), their _range (the slowest and fastest stretch of 1 s or more of timed calls,
+null below two) and _text (as the table prints them), spread_note, wait_ms_mean,
+final_loss, metrics, precision, precision_detail, jit_compile (the train step compiled
+with XLA) and jit_compile_reason, strategy,
 stopped_because (max_steps | epochs | max_time | signal), signal (SIGTERM | SIGINT:
 the command then exits 143 | 130 after saving the checkpoint), steps_per_loop, global_batch,
 restored_from, checkpoint, out_dir, checkpoint_dir, log_dir, buffered_mean, pipeline
@@ -180,9 +182,10 @@ def print_summary(result: TrainResult, console: Any) -> None:
     for k, v in result.metrics.items():
         t.add_row(k, f"{v:.6g}")
     if result.examples_per_sec > 0:
-        t.add_row("examples/s", number(result.examples_per_sec))
-        wait = f"{result.wait_ms_mean:.2f} ms/step, {100 * result.input_bound_fraction:.1f}%"
+        t.add_row("examples/s", result.examples_per_sec_text)
+        wait = f"{result.wait_ms_mean:.2f} ms/step, {result.input_bound_fraction_text}"
         t.add_row("input wait", f"{wait} of the time (input-bound fraction)")
+        t.caption = result.spread_note
     else:  # only the compiling first call ran: nothing timed, not "0% input-bound"
         t.add_row("examples/s", "not measured (only the compiling first call ran)")
         t.add_row("input wait", "not measured")

@@ -39,7 +39,7 @@ from tfperf.observe.feed import (
     verdict_for,
 )
 from tfperf.observe.summaries import make_writer, write_scalars
-from tfperf.util.format import plural
+from tfperf.util.format import percent_figure, plural, rate_figure
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -58,6 +58,15 @@ class FitInputSummary:
     wait_s: float | None = None  # None: the dataset was not wrapped with monitor()
     examples: float | None = None
     stage_us: dict[str, float] = field(default_factory=dict)
+    # Each logged window's (wall s, wait s, examples): the spread of the two rates.
+    windows: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def _span(self, of: int) -> tuple[float, float] | None:
+        """The least and most of a window's sum `of` per wall second (None below two)."""
+        values = [w[of] / w[0] for w in self.windows if w[0] > 0]
+        if of == 1:  # a fraction of the wall time, as input_bound_fraction caps it
+            values = [min(1.0, v) for v in values]
+        return (min(values), max(values)) if len(values) > 1 else None
 
     @property
     def input_bound_fraction(self) -> float | None:
@@ -99,18 +108,27 @@ class FitInputSummary:
                 "steps to see the input wait"
             )
         frac = self.input_bound_fraction
-        share = "input wait unknown" if frac is None else f"input-bound fraction {frac:.1%}"
+        share = (
+            "input wait unknown"
+            if frac is None
+            else f"input-bound fraction {percent_figure(frac, self._span(1))}"
+        )
         rate = self.examples_per_sec
-        speed = f", {rate:,.0f} examples/s" if rate is not None else ""
+        speed = f", {rate_figure(rate, self._span(2))} examples/s" if rate is not None else ""
         over = plural(self.steps, "step")
-        return f"tfperf: {share} ({self.verdict}{speed} over {over}); {self.advice()}"
+        # The brackets: the least and most of the logged windows, when two were logged.
+        windows = f" in {len(self.windows)} logged windows" if self._span(1) else ""
+        return f"tfperf: {share} ({self.verdict}{speed} over {over}{windows}); {self.advice()}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["windows"]  # their spread, not each window
         d.update(
             input_bound_fraction=self.input_bound_fraction,
+            input_bound_fraction_range=self._span(1) if self.wait_s is not None else None,
             verdict=self.verdict,
             examples_per_sec=self.examples_per_sec,
+            examples_per_sec_range=self._span(2) if self.examples is not None else None,
         )
         return d
 
@@ -309,6 +327,7 @@ class InputMonitor(keras.callbacks.Callback):
             values["input/wait_ms"] = 1e3 * wait / w.steps
             values["input/wait_fraction"] = min(1.0, wait / w.wall_s)
             values["step/examples_per_sec"] = w.reading.examples / w.wall_s
+            s.windows.append((w.wall_s, wait, float(w.reading.examples)))
         self._take_snapshot()
         snap = self._snapshot
         if snap is not None:

@@ -148,9 +148,23 @@ def merge_snapshots(old: PipelineSnapshot | None, new: PipelineSnapshot) -> Pipe
     return PipelineSnapshot(new.buffered, new.buffer_size, stages)
 
 
+# A training rate's spread is read over windows of timed calls at least this long: one call
+# of a few milliseconds says more about the scheduler than about the run.
+WINDOW_S = 1.0
+# Windows kept at most: beyond, neighbours merge two by two (a long run's windows widen).
+MAX_WINDOWS = 4096
+# What the brackets beside a training run's rate and wait say, wherever they are shown.
+WINDOWS_NOTE = (
+    f"in brackets: the slowest and fastest stretch of {WINDOW_S:.0f} s or more of timed "
+    "training calls"
+)
+
+
 @dataclass
 class FeedMeter:
-    """Input wait and wall time per loop call; timers skip the compiling first call."""
+    """Input wait and wall time per loop call; timers skip the compiling first call. The
+    calls are also summed in windows of at least WINDOW_S of wall time, whose slowest and
+    fastest give the run's rates their spread."""
 
     wait_s: float = 0.0
     wall_s: float = 0.0
@@ -159,6 +173,10 @@ class FeedMeter:
     calls: int = 0
     buffered_sum: float = 0.0
     buffered_n: int = 0
+    # Closed windows as [wall s, wait s, examples], then the open one's sums.
+    windows: list[list[float]] = field(default_factory=list)
+    window_s: float = WINDOW_S
+    _open: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
     def add(self, wait_s: float, wall_s: float, steps: int, examples: int = 0) -> None:
         self.wait_s += wait_s
@@ -166,11 +184,50 @@ class FeedMeter:
         self.steps += steps
         self.examples += examples
         self.calls += 1
+        self._open = [self._open[0] + wall_s, self._open[1] + wait_s, self._open[2] + examples]
+        if self._open[0] >= self.window_s:
+            self.windows.append(self._open)
+            self._open = [0.0, 0.0, 0.0]
+            if len(self.windows) > MAX_WINDOWS:
+                pairs = zip(self.windows[::2], self.windows[1::2], strict=False)
+                merged = [[a + b for a, b in zip(x, y, strict=True)] for x, y in pairs]
+                self.windows = merged + ([self.windows[-1]] if len(self.windows) % 2 else [])
+                self.window_s *= 2
+
+    def _all_windows(self) -> list[list[float]]:
+        """The closed windows with the open one added to the last (a short tail would read
+        as its own extreme); every timed call is in one, so the run's rate, their
+        wall-weighted mean, lies within their slowest and fastest."""
+        tail = self._open
+        if not self.windows:
+            return [tail] if tail[0] > 0 else []
+        if tail[0] <= 0:
+            return self.windows
+        last = [a + b for a, b in zip(self.windows[-1], tail, strict=True)]
+        return [*self.windows[:-1], last]
+
+    def _range(self, of: int) -> tuple[float, float] | None:
+        """The slowest and fastest window of sum `of` per wall second (None below two)."""
+        windows = [w for w in self._all_windows() if w[0] > 0]
+        if len(windows) < 2:
+            return None
+        values = [w[of] / w[0] for w in windows]
+        return min(values), max(values)
 
     @property
     def examples_per_s(self) -> float:
         """Rows trained on per second of the timed calls."""
         return self.examples / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def examples_per_s_range(self) -> tuple[float, float] | None:
+        """The slowest and fastest window's examples/s (None: fewer than two windows)."""
+        return self._range(2)
+
+    @property
+    def wait_fraction_range(self) -> tuple[float, float] | None:
+        """The least and most input-bound window's wait fraction."""
+        return self._range(1)
 
     def add_buffered(self, buffered: int) -> None:
         self.buffered_sum += buffered

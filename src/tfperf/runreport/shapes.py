@@ -98,7 +98,12 @@ SUMMARY = {
     "steps?": Maybe("num"),
     "start_step?": Maybe("num"),
     "examples_per_sec?": Maybe("num"),
+    "examples_per_sec_range?": Maybe(["num"]),
+    "examples_per_sec_text?": Maybe("text"),
     "input_bound_fraction?": "num",
+    "input_bound_fraction_range?": Maybe(["num"]),
+    "input_bound_fraction_text?": Maybe("text"),
+    "spread_note?": Maybe("text"),
     "final_loss?": "num",
 }
 

@@ -66,16 +66,24 @@ def verdict_html(diagnosis: dict[str, Any] | None, summary: dict[str, Any] | Non
             f"<b>{_e(diagnosis.get('slowest_stage') or 'not measured')}</b></p>"
         )
     if summary:
+        # The texts the CLI printed, with their spread (older summary.json files: the bare
+        # figures).
+        rate = summary.get("examples_per_sec_text") or number(summary.get("examples_per_sec"))
+        wait = summary.get("input_bound_fraction_text") or (
+            f"{summary.get('input_bound_fraction', 0.0):.1%}"
+        )
         rows = [
             ["steps", f"{_e(summary.get('start_step', 0))} -> {_e(summary.get('steps'))}"],
-            ["examples/s", number(summary.get("examples_per_sec"))],
-            ["input-bound fraction", f"{summary.get('input_bound_fraction', 0.0):.1%}"],
+            ["examples/s", _e(rate)],
+            ["input-bound fraction", _e(wait)],
             ["final loss", _e(f"{summary.get('final_loss', float('nan')):.5g}")],
             ["stopped because", _e(summary.get("stopped_because"))],
             ["precision", _e(summary.get("precision"))],
             ["strategy", _e(summary.get("strategy"))],
         ]
         parts.append("<h3>the training run (tfperf train)</h3>" + table(["", ""], rows, "kv"))
+        if summary.get("spread_note"):
+            parts.append(f'<p class="note">{_e(summary["spread_note"])}</p>')
     return "".join(parts)
 
 

@@ -21,7 +21,13 @@ from typing import Any
 from tfperf.config import RunConfig
 from tfperf.errors import UserError
 from tfperf.hooks import Hook, NonFiniteLossError
-from tfperf.observe.feed import FeedMeter, PipelineSnapshot, merge_snapshots, pipeline_snapshot
+from tfperf.observe.feed import (
+    WINDOWS_NOTE,
+    FeedMeter,
+    PipelineSnapshot,
+    merge_snapshots,
+    pipeline_snapshot,
+)
 from tfperf.runreport.run_dir import save_summary
 from tfperf.train.checkpoints.save import CheckpointHook, StopOnSignal
 from tfperf.train.corrupt import corrupt_shards_named
@@ -32,6 +38,7 @@ from tfperf.train.parts import run_call
 from tfperf.train.service_watch import ServiceWatch
 from tfperf.train.setup import TrainSession, prepare, say
 from tfperf.train.stop_note import stop_note
+from tfperf.util.format import percent_figure, rate_figure
 
 __all__ = [
     "TrainResult",
@@ -76,11 +83,35 @@ class TrainResult:
     service_summary: str | None = None
     jit_compile: bool = False  # the train step compiled with XLA (train.jit_compile)
     jit_compile_reason: str = ""
+    # examples_per_sec's and input_bound_fraction's slowest and fastest window of timed
+    # calls (FeedMeter; None below two windows): their spread.
+    examples_per_sec_range: tuple[float, float] | None = None
+    input_bound_fraction_range: tuple[float, float] | None = None
+
+    @property
+    def examples_per_sec_text(self) -> str:
+        """'37,891 (30,112-41,230)': the rate with its slowest and fastest window."""
+        return rate_figure(self.examples_per_sec, self.examples_per_sec_range)
+
+    @property
+    def input_bound_fraction_text(self) -> str:
+        """'8.3% (5.1-10.2%)': the input-bound fraction with its least and most window."""
+        return percent_figure(self.input_bound_fraction, self.input_bound_fraction_range)
+
+    @property
+    def spread_note(self) -> str | None:
+        """What the brackets of the two texts say (None: no brackets)."""
+        spans = (self.examples_per_sec_range, self.input_bound_fraction_range)
+        return WINDOWS_NOTE if any(s is not None for s in spans) else None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("out_dir", "checkpoint_dir", "log_dir"):
             d[k] = str(d[k])
+        # The texts the CLI prints, for the report to show the same figures.
+        d["examples_per_sec_text"] = self.examples_per_sec_text
+        d["input_bound_fraction_text"] = self.input_bound_fraction_text
+        d["spread_note"] = self.spread_note
         return d
 
 
@@ -266,6 +297,8 @@ def run_session(session: TrainSession, *, evaluator: EvaluatorChild | None = Non
         steps=step,
         examples_per_sec=meter.examples_per_s,
         input_bound_fraction=meter.wait_fraction,
+        examples_per_sec_range=meter.examples_per_s_range,
+        input_bound_fraction_range=meter.wait_fraction_range,
         wait_ms_mean=meter.wait_ms_mean,
         final_loss=logs.get("loss", math.nan),
         out_dir=s.dirs.out_dir,

@@ -31,6 +31,22 @@ def spread(value: float | None, low: float | None, high: float | None, digits: i
     return f"{head} ({low:.{digits}f}{sep}{high:.{digits}f})"
 
 
+def rate_figure(value: float, span: tuple[float, float] | None = None) -> str:
+    """'1,234 (1,100-1,300)': a rate as number() writes it with its slowest and fastest
+    (repeats, windows); the figure alone when the span is unknown or prints as one figure."""
+    if span is None or number(span[0]) == number(span[1]):
+        return number(value)
+    return f"{number(value)} ({number(span[0])}-{number(span[1])})"
+
+
+def percent_figure(value: float, span: tuple[float, float] | None = None) -> str:
+    """'8.3% (5.1-10.2%)': a fraction as a percent with its least and most."""
+    head = f"{value:.1%}"
+    if span is None or f"{span[0]:.1%}" == f"{span[1]:.1%}":
+        return head
+    return f"{head} ({span[0]:.1%}-{span[1]:.1%})".replace("%-", "-", 1)
+
+
 def paired_ratio(ratio: float | None, low: float | None, high: float | None) -> str:
     """'1.30x paired (1.10-1.52)': the median of per-pair ratios and their range; '-' when
     not timed. It is not the quotient of two medians shown beside it, so it says paired."""

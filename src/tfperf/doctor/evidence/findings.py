@@ -19,7 +19,7 @@ from rich.table import Table
 
 from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.measure import Measurement
-from tfperf.util.format import number, spread
+from tfperf.util.format import number, rate_figure, spread
 
 TEXT_WIDTH = 100  # the columns str(diagnosis) lays its tables out for (a redirected CLI's)
 
@@ -107,12 +107,10 @@ def rate_json(m: Measurement) -> dict[str, Any]:
 
 def rate_text(m: Measurement) -> str:
     """'1,234 (1,100-1,300)': the median examples/s with its repeats' min-max."""
-    rate = m.examples_per_s
-    if not any(r.seconds > 0 for r in m.runs):  # abandoned at the budget's end, or none
+    r = m.examples_per_s
+    if not any(run.seconds > 0 for run in m.runs):  # abandoned at the budget's end, or none
         return "not measured"
-    if number(rate.min) == number(rate.max):
-        return number(rate.median)
-    return f"{number(rate.median)} ({number(rate.min)}-{number(rate.max)})"
+    return rate_figure(r.median, (r.min, r.max))
 
 
 def training_json(m: Measurement) -> dict[str, Any]:

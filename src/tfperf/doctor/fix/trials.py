@@ -33,7 +33,7 @@ from tfperf.doctor.probes.target import (
 )
 from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
 from tfperf.train.run_input import first_of
-from tfperf.util.format import number, paired_ratio
+from tfperf.util.format import paired_ratio, rate_figure
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -89,11 +89,7 @@ class FixTrial:
 
 def rate_text(median: float | None, span: tuple[float, float] | None) -> str:
     """'1,234 (1,100-1,300)': a median examples/s with its repeats' min-max."""
-    if median is None:
-        return "-"
-    if span is None or number(span[0]) == number(span[1]):
-        return number(median)
-    return f"{number(median)} ({number(span[0])}-{number(span[1])})"
+    return "-" if median is None else rate_figure(median, span)
 
 
 def _span(m: Measurement) -> tuple[float, float]:
