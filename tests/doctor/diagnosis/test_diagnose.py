@@ -177,7 +177,11 @@ def check_named_first(diag, code):
 
 def test_input_bound_pipeline_reports_slowest_stage(diagnosed):
     diag = diagnosed("no_cache")
-    assert diag.verdict == "highly input-bound"
+    # Highly input-bound, or no verdict with the contradiction said: beside the suite's other
+    # workers on 2 cores, training once read over 1.3x the pipeline alone beyond both spreads,
+    # and the doctor drew no verdict from that, as it should.
+    said = diag.inconsistent
+    assert diag.verdict == "highly input-bound" or (said and "faster than" in said), diag.verdict
     # The planted cost is a map's: named alone, or tied within noise and said so.
     marked = diag.slowest_stages
     assert any(label.startswith("map#") for label in marked), diag.stages
