@@ -37,6 +37,7 @@ from tfperf.observe.feed import (
     merge_snapshots,
     pipeline_snapshot,
     verdict_for,
+    window_span,
 )
 from tfperf.observe.summaries import make_writer, write_scalars
 from tfperf.util.format import percent_figure, plural, rate_figure
@@ -63,10 +64,10 @@ class FitInputSummary:
 
     def _span(self, of: int) -> tuple[float, float] | None:
         """The least and most of a window's sum `of` per wall second (None below two)."""
-        values = [w[of] / w[0] for w in self.windows if w[0] > 0]
-        if of == 1:  # a fraction of the wall time, as input_bound_fraction caps it
-            values = [min(1.0, v) for v in values]
-        return (min(values), max(values)) if len(values) > 1 else None
+        span = window_span(self.windows, of)
+        if span is None or of != 1:
+            return span
+        return min(1.0, span[0]), min(1.0, span[1])  # a fraction, as input_bound_fraction
 
     @property
     def input_bound_fraction(self) -> float | None:

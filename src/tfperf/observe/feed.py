@@ -6,7 +6,7 @@ buffer's fill and each stage's processing time. Reading only; the loop decides w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +160,13 @@ WINDOWS_NOTE = (
 )
 
 
+def window_span(windows: Sequence[Sequence[float]], of: int) -> tuple[float, float] | None:
+    """The least and most of sum `of` per wall second over `windows` of (wall s, wait s,
+    examples): of=1 the wait fraction, of=2 examples/s; None below two timed windows."""
+    values = [w[of] / w[0] for w in windows if w[0] > 0]
+    return (min(values), max(values)) if len(values) > 1 else None
+
+
 @dataclass
 class FeedMeter:
     """Input wait and wall time per loop call; timers skip the compiling first call. The
@@ -206,14 +213,6 @@ class FeedMeter:
         last = [a + b for a, b in zip(self.windows[-1], tail, strict=True)]
         return [*self.windows[:-1], last]
 
-    def _range(self, of: int) -> tuple[float, float] | None:
-        """The slowest and fastest window of sum `of` per wall second (None below two)."""
-        windows = [w for w in self._all_windows() if w[0] > 0]
-        if len(windows) < 2:
-            return None
-        values = [w[of] / w[0] for w in windows]
-        return min(values), max(values)
-
     @property
     def examples_per_s(self) -> float:
         """Rows trained on per second of the timed calls."""
@@ -222,12 +221,12 @@ class FeedMeter:
     @property
     def examples_per_s_range(self) -> tuple[float, float] | None:
         """The slowest and fastest window's examples/s (None: fewer than two windows)."""
-        return self._range(2)
+        return window_span(self._all_windows(), 2)
 
     @property
     def wait_fraction_range(self) -> tuple[float, float] | None:
         """The least and most input-bound window's wait fraction."""
-        return self._range(1)
+        return window_span(self._all_windows(), 1)
 
     def add_buffered(self, buffered: int) -> None:
         self.buffered_sum += buffered
