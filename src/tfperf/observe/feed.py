@@ -40,8 +40,8 @@ def verdict_range(fractions: list[float]) -> str | None:
 
 
 def near_boundary(fractions: list[float], why: str) -> str:
-    """The boundary statement of a verdict whose repeats all say not input-bound although
-    `why` says the input may set the pace on a busier host."""
+    """The boundary statement of a verdict that `why` leaves open whatever the repeats
+    waited (the input may or may not set the pace on this host), with their waits."""
     low, high = min(fractions, default=0.0), max(fractions, default=0.0)
     return f"between input-bound and not input-bound: {percents(low, high)} ({why})"
 

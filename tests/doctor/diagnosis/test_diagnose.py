@@ -19,6 +19,7 @@ from tfperf.doctor.diagnosis.verdict import (
     inconsistency,
     input_keeps_up,
     rates_overlap,
+    shares_cores,
 )
 from tfperf.doctor.probes.budget import Budget
 from tfperf.doctor.probes.generator_sample import LEAST
@@ -328,6 +329,33 @@ def test_close_rates_make_a_boundary_statement_unless_every_repeat_waited_a_tent
     assert boundary_of([0.13, 0.25], close) == "between highly and moderately input-bound: 13-25%"
     assert boundary_of([0.45, 0.5], close) is None  # input-bound however close the rates
     assert boundary_of([0.01, 0.03], None) is None
+
+
+def test_a_model_on_the_cores_of_an_input_within_3x_of_it_leaves_the_verdict_open():
+    """Neither rate FAR beyond the other: the input and the model take cores from each
+    other, and the statement is open however much or little the repeats waited."""
+    chess = shares_cores(_rates("pipeline", 11000, 11040), _rates("compute", 15900, 18300), 2)
+    assert chess is not None and "share this host's 2 CPU cores" in chess
+    assert "11,000-11,040" in chess and "15,900-18,300" in chess
+    jena = shares_cores(_rates("pipeline", 7800, 9800), _rates("compute", 5000, 5500), 2)
+    assert jena is not None
+    # One FAR (3x) beyond the other in every repeat: the wait's band stands.
+    assert (
+        shares_cores(_rates("pipeline", 7000, 13800), _rates("compute", 95500, 109500), 2) is None
+    )
+    assert shares_cores(_rates("pipeline", 66000, 88000), _rates("compute", 7100, 8300), 2) is None
+    # Not timed: nothing to compare.
+    assert shares_cores(Measurement("pipeline"), _rates("compute", 5000), 2) is None
+    for waits in ([0.35, 0.45], [0.03, 0.05], [0.13, 0.2]):
+        said = boundary_of(waits, None, 1.5, shared=chess)
+        assert said is not None and said.startswith("between input-bound and not input-bound: ")
+        assert said.endswith(f"({chess})")
+    assert boundary_of(
+        [0.35, 0.45], None, 1.5
+    ) == "between highly and moderately input-bound: 35-45%" + (
+        " (within the noise: training's repeats ranged 1.5x; a wait may read 2x lower in "
+        "another run on a shared host)"
+    )
 
 
 def test_a_wait_is_judged_at_half_its_least_repeat_and_at_its_noisy_most():

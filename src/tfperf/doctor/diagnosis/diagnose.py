@@ -38,6 +38,7 @@ from tfperf.doctor.diagnosis.verdict import (
     inconsistency,
     input_keeps_up,
     rates_overlap,
+    shares_cores,
     timed,
 )
 from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
@@ -423,7 +424,9 @@ def diagnose(
         ranked = pipeline_first(ranked)
     findings = cache_findings(capped, evidence.cache_budget) + ranked
     noise = training.examples_per_s.spread
-    boundary = None if inconsistent or missing else boundary_of(fractions, close, noise)
+    # Without an accelerator the model's step takes the cores that feed it.
+    shared = None if evidence.accelerator else shares_cores(pipeline, compute, evidence.cores)
+    boundary = None if inconsistent or missing else boundary_of(fractions, close, noise, shared)
     far = keeps_up is not None and not missing
     if far:
         boundary = keeps_up

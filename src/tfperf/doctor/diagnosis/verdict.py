@@ -1,6 +1,7 @@
 """The verdict of a diagnosis from its three rates: whether training waits for its input
 (the input-wait fraction's band, or the boundary statement when the repeats straddle a
-threshold or the pipeline alone and the compute limit are within the noise of each other),
+threshold, the pipeline alone and the compute limit are within the noise of each other, or
+the model shares the host's cores with an input neither far faster nor far slower),
 no verdict when training measured faster than what bounds it, and "not measured" when a
 rate outlasted the budget. diagnose.py measures; this module only reads the measurements.
 """
@@ -130,6 +131,28 @@ def input_keeps_up(
     )
 
 
+def shares_cores(pipeline: Measurement, compute: Measurement, cores: int) -> str | None:
+    """Why the wait cannot say whether the input sets the pace on a host whose model runs on
+    the CPU cores that feed it: neither the pipeline alone nor the compute limit is FAR
+    beyond the other (the slower one's fastest repeat times FAR above the faster one's
+    slowest), so the two take cores from each other and which one waits moves with the
+    host's load. Beside two CPU hogs chess (its pipeline alone 0.66-1.08x its compute limit
+    over five runs) waited 35-45% in one run and 3-5% in another; jena_window_generator
+    (1.08-1.86x) read 12-35%. None when one is FAR beyond the other (a pipeline 10x slower
+    than its model waited 90-96% in every run) or a rate was not timed."""
+    p, c = pipeline.examples_per_s, compute.examples_per_s
+    if not (timed(pipeline) and timed(compute)) or p.max <= 0 or c.max <= 0:
+        return None
+    if p.min >= FAR * c.max or c.min >= FAR * p.max:
+        return None
+    return (
+        f"the input and the model share this host's {cores} CPU cores and neither is "
+        f"{FAR:.0f}x faster than the other alone (the pipeline alone {rate_text(pipeline)} "
+        f"examples/s, the compute limit {rate_text(compute)}): which one waits for the other "
+        "moves with the host's load, so the findings' gains, not the wait, say what to change"
+    )
+
+
 # The widest noise (training's slowest to fastest repeat) that widens the wait's range.
 MAX_NOISE = 2.0
 # A verdict that names the input a bottleneck must hold at a run's least wait divided by
@@ -145,16 +168,21 @@ WAIT_NOISE = 2.0
 SETS_THE_PACE = HIGHLY / 2
 
 
-def boundary_of(fractions: list[float], close: str | None, noise: float = 1.0) -> str | None:
-    """The boundary statement of a verdict: `close` (the two rates within the noise of each
-    other) makes one whatever the repeats said, unless every repeat waited SETS_THE_PACE or
-    more; else the straddle of a threshold (verdict_range) by the repeats' range widened by
-    the noise, or None.
+def boundary_of(
+    fractions: list[float], close: str | None, noise: float = 1.0, shared: str | None = None
+) -> str | None:
+    """The boundary statement of a verdict: `shared` (shares_cores: the model on the cores
+    of an input neither far faster nor far slower) makes one whatever the repeats said;
+    `close` (the two rates within the noise of each other) makes one unless every repeat
+    waited SETS_THE_PACE or more; else the straddle of a threshold (verdict_range) by the
+    repeats' range widened by the noise, or None.
 
     The lower end is divided by WAIT_NOISE, the upper one multiplied by `noise` (training's
     slowest to fastest repeat, at most MAX_NOISE): beside two CPU hogs one run of a pipeline
     read 6-19% (moderately input-bound) with its training repeats 1.9x apart, where four runs
     read 3-11% (between)."""
+    if shared is not None and fractions:
+        return near_boundary(fractions, shared)
     if close is not None and min(fractions, default=0.0) < SETS_THE_PACE:
         return near_boundary(fractions, close)
     if not fractions:
