@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tfperf.measure import Measurement, Run, compare, judge, paired_ratios
+from tfperf.measure import (
+    Comparison,
+    Measurement,
+    Run,
+    compare,
+    gain_but_one,
+    judge,
+    paired_ratios,
+    pairs_against,
+    promising,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,3 +53,16 @@ def test_paired_ratios_skip_runs_that_measured_nothing():
     a = Measurement("a", [Run(1.0, 1, 100), Run(0.0, 0, 0), Run(1.0, 1, 100)])
     b = Measurement("b", [Run(1.0, 1, 150), Run(1.0, 1, 150)])
     assert paired_ratios(a, b) == (1.5,)
+
+
+def test_a_second_look_takes_all_but_one_pair_from_five():
+    def c(*ratios: float) -> Comparison:
+        return Comparison(ratios, judge(ratios))
+
+    assert pairs_against(c(0.9, 1.0, 1.2)) == 2  # a tie is no gain
+    assert promising(c(0.9, 1.2, 1.3), 0.05) and not promising(c(0.9, 0.95, 1.3), 0.05)
+    assert not promising(c(1.1, 1.2, 1.3), 0.05)  # already faster: nothing to confirm
+    assert not promising(c(0.9, 1.02, 1.3), 0.05)  # median below the gain
+    assert gain_but_one(c(0.9, 1.2, 1.3, 1.25, 1.1), 0.1)
+    assert not gain_but_one(c(0.9, 1.2, 1.3), 0.1)  # too few pairs
+    assert not gain_but_one(c(0.9, 0.95, 1.3, 1.25, 1.2), 0.1)  # two against

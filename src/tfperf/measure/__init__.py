@@ -11,7 +11,17 @@ limit), and both together, in paired interleaved repeats, judged against the noi
 here. Nothing above TensorFlow and the standard library is imported.
 """
 
-from tfperf.measure.compare import DEFAULT_MIN_GAIN, Comparison, compare, judge, paired_ratios
+from tfperf.measure.compare import (
+    DEFAULT_MIN_GAIN,
+    SECOND_LOOK_PAIRS,
+    Comparison,
+    compare,
+    gain_but_one,
+    judge,
+    paired_ratios,
+    pairs_against,
+    promising,
+)
 from tfperf.measure.examples import ExampleDiff, compare_examples, same_examples
 from tfperf.measure.probes import (
     Probe,
@@ -30,6 +40,7 @@ from tfperf.measure.runs import Measurement, Run, Stat, median_spread
 
 __all__ = [
     "DEFAULT_MIN_GAIN",
+    "SECOND_LOOK_PAIRS",
     "Comparison",
     "ExampleDiff",
     "Measurement",
@@ -42,12 +53,15 @@ __all__ = [
     "cached_batch",
     "compare",
     "compare_examples",
+    "gain_but_one",
     "judge",
     "leading_dim",
     "measure_datasets",
     "measure_one",
     "paired_ratios",
+    "pairs_against",
     "pipeline_probe",
+    "promising",
     "repeat_if_finite",
     "same_examples",
     "side_by_side",

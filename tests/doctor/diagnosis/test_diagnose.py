@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from tfperf.config import config_from_dict
-from tfperf.doctor.diagnosis.diagnose import MIN_REQUIRED_REPEATS, diagnose, top_up
+from tfperf.doctor.diagnosis.diagnose import MIN_REQUIRED_REPEATS, diagnose, second_look, top_up
 from tfperf.doctor.diagnosis.verdict import (
     REQUIRED,
     boundary_of,
@@ -21,10 +21,11 @@ from tfperf.doctor.diagnosis.verdict import (
     rates_overlap,
     shares_cores,
 )
+from tfperf.doctor.evidence.evidence import PAIRED_COMPUTE, XLA_VARIANT
 from tfperf.doctor.probes.budget import Budget
 from tfperf.doctor.probes.generator_sample import LEAST
 from tfperf.doctor.probes.target import dataset_probe
-from tfperf.measure import Measurement, Run, side_by_side
+from tfperf.measure import SECOND_LOOK_PAIRS, Measurement, Probe, Run, compare, side_by_side
 from tfperf.observe.feed import verdict_for
 
 from helpers import slow_pipelines as sp
@@ -299,6 +300,48 @@ def test_the_required_rates_get_their_repeats_when_a_round_fits(seconds, rounds)
     )
     assert [len(measured[n].runs) for n in REQUIRED] == [rounds] * 3
     assert len(measured["stage map#1"].runs) == 1
+
+
+def _scripted(name: str, rates: list[float]) -> Probe:
+    """A probe whose repeats read `rates` in turn (1 s each), then its last rate."""
+    left = list(rates)
+    return Probe(name, lambda: Run(1.0, 1, int(left.pop(0) if len(left) > 1 else left[0])))
+
+
+def test_a_what_if_with_one_pair_against_its_gain_gets_a_second_look():
+    """XLA 1.3x with one of three pairs below 1 (a loaded host's slow moment): two more
+    rounds of it and its reference, so that it has SECOND_LOOK_PAIRS pairs; a what-if
+    faster in every pair, or with two pairs against, gets none; no room, no rounds."""
+
+    def probes():
+        return [
+            _scripted(PAIRED_COMPUTE, [1000.0] * 5),
+            _scripted(XLA_VARIANT, [1300.0, 900.0, 1400.0, 1250.0, 1350.0]),
+            _scripted("precision=mixed_bfloat16", [1200.0, 1250.0, 1300.0]),
+            _scripted("steps per call=1", [900.0, 950.0, 1300.0]),
+        ]
+
+    ps = probes()
+    measured = side_by_side(ps, repeats=3)
+    second_look(measured, ps, {}, lambda _: None, Budget(60.0))
+    counts = {n: len(m.runs) for n, m in measured.items()}
+    assert counts == {
+        PAIRED_COMPUTE: SECOND_LOOK_PAIRS,
+        XLA_VARIANT: SECOND_LOOK_PAIRS,
+        "precision=mixed_bfloat16": 3,
+        "steps per call=1": 3,
+    }
+    assert compare(measured[PAIRED_COMPUTE], measured[XLA_VARIANT]).ratios == (
+        1.3,
+        0.9,
+        1.4,
+        1.25,
+        1.35,
+    )
+    ps = probes()
+    measured = side_by_side(ps, repeats=3)
+    second_look(measured, ps, {}, lambda _: None, Budget(0.5))  # a round takes ~4 s
+    assert {len(m.runs) for m in measured.values()} == {3}
 
 
 def test_one_repeat_asked_for_is_one_repeat():

@@ -53,6 +53,21 @@ def test_paired_ratios_decide_when_they_were_timed(evidence):
     assert ctx.beats_training("t", 0.2) and not ctx.beats_training("t", 0.3)
 
 
+def test_one_pair_against_a_gain_is_taken_among_five_pairs_not_among_three(evidence):
+    """diagnose's second look: all but one of SECOND_LOOK_PAIRS pairs above 1 with the
+    median gain beats; one of three against does not; two of five against does not."""
+
+    def ctx(rates: list[float]):
+        ref = _measured(PAIRED_COMPUTE, [1000] * len(rates))
+        paired = {XLA_VARIANT: compare(ref, _measured(XLA_VARIANT, rates))}
+        return evidence(_dataset(), compute=1000.0, variants={XLA_VARIANT: 1300.0}, paired=paired)
+
+    assert ctx([900, 1300, 1400, 1250, 1350]).beats_compute(XLA_VARIANT, 0.1)
+    assert not ctx([900, 1300, 1400]).beats_compute(XLA_VARIANT, 0.1)
+    assert not ctx([900, 950, 1400, 1250, 1350]).beats_compute(XLA_VARIANT, 0.1)
+    assert not ctx([900, 1050, 1080, 1090, 1350]).beats_compute(XLA_VARIANT, 0.1)  # median 1.08x
+
+
 def test_a_stage_costs_its_timed_time_per_example(evidence):
     timed = [
         StageTiming(1, "map#1", "map", 400.0, 2000.0),

@@ -31,7 +31,18 @@ from tfperf.doctor.probes.target import (
     fixed_steps_per_call,
     train_probe,
 )
-from tfperf.measure import Comparison, Measurement, Probe, compare, repeat_if_finite, side_by_side
+from tfperf.measure import (
+    SECOND_LOOK_PAIRS,
+    Comparison,
+    Measurement,
+    Probe,
+    compare,
+    gain_but_one,
+    pairs_against,
+    promising,
+    repeat_if_finite,
+    side_by_side,
+)
 from tfperf.train.run_input import first_of
 from tfperf.util.format import paired_ratio, rate_figure
 
@@ -147,9 +158,9 @@ class FixResult:
                 floor = (
                     "" if len(c.ratios) >= SECOND_LOOK_PAIRS else f", none below {NOT_SLOWER:.2f}x"
                 )
+                won = len(c.ratios) - pairs_against(c)
                 text += (
-                    f": faster in {len(c.ratios) - _below(c)} of {len(c.ratios)} pairs{floor}: "
-                    "confirms the trials' gains"
+                    f": faster in {won} of {len(c.ratios)} pairs{floor}: confirms the trials' gains"
                 )
         if kept_anyway and not self.confirmed:
             text += f"; kept without a speed gain: {', '.join(kept_anyway)}"
@@ -304,7 +315,7 @@ def _pair(
     # A longer look: a median gain the first pairs do not settle (a loaded host's slow
     # moment hit one side, or a bursty pipeline's windows caught few of its bursts) gets
     # more pairs, up to LONG_LOOK_PAIRS, within the trial's time.
-    while _promising(c) and len(c.ratios) < LONG_LOOK_PAIRS and not second_look(c).faster:
+    while promising(c, MIN_GAIN) and len(c.ratios) < LONG_LOOK_PAIRS and not second_look(c).faster:
         left = None if seconds is None else seconds - (time.monotonic() - start)
         if left is not None and left <= 0:
             break
@@ -315,22 +326,9 @@ def _pair(
     return a, b, second_look(c)
 
 
-# The most pairs a longer look takes, and the fewest a second look judges: "faster" with
-# all but one pair above 1 (4 of 5: as likely under pure noise as 3 of 3 is, 19% against
-# 12%; 6 of 7: 6%), with a median gain on top.
+# The most pairs a longer look takes; a second look judges from SECOND_LOOK_PAIRS (all but
+# one above 1, with a median gain on top: measure.gain_but_one).
 LONG_LOOK_PAIRS = 7
-SECOND_LOOK_PAIRS = 5
-
-
-def _below(c: Comparison) -> int:
-    """Pairs without a gain."""
-    return sum(1 for r in c.ratios if r <= 1.0)
-
-
-def _promising(c: Comparison) -> bool:
-    """Not yet faster, but a median gain that more pairs could confirm (one pair against it
-    at most: a second never turns back)."""
-    return c.verdict == "same" and c.ratio >= 1.0 + MIN_GAIN and _below(c) <= 1
 
 
 def _gain_but_one(c: Comparison, pairs: int) -> bool:
@@ -339,7 +337,7 @@ def _gain_but_one(c: Comparison, pairs: int) -> bool:
     outlier of the host's load when there are SECOND_LOOK_PAIRS pairs or more (beside two
     CPU hogs a baseline's repeat once ran 2x its median: 0.46x against 1.22x); among fewer
     it must be a near tie (none below NOT_SLOWER)."""
-    if len(c.ratios) < pairs or _below(c) > 1 or c.ratio < 1.0 + MIN_GAIN:
+    if not gain_but_one(c, MIN_GAIN, pairs):
         return False
     return len(c.ratios) >= SECOND_LOOK_PAIRS or c.low >= NOT_SLOWER
 
@@ -395,8 +393,8 @@ def run_trial(
         trials.append(FixTrial(name, change, None, False, failed))
         return None
     reason = {"faster": "faster", "slower": "slower", "same": "within the noise"}[c.verdict]
-    if c.faster and _below(c):  # called faster on a second look
-        reason += f" in {len(c.ratios) - _below(c)} of {len(c.ratios)} pairs"
+    if c.faster and pairs_against(c):  # called faster on a second look
+        reason += f" in {len(c.ratios) - pairs_against(c)} of {len(c.ratios)} pairs"
     # A rewrite may say what it left undone and why (vectorize: maps pfor cannot convert).
     note = getattr(cand, "doctor_note", "")
     reason += f"; {note}" if note else ""
