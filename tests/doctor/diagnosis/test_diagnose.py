@@ -5,6 +5,8 @@ handed in place of the run file's pipeline; and the verdict's thresholds."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -208,6 +210,28 @@ def test_dataset_argument_replaces_the_run_file_pipeline():
     diag = diagnose(cfg, dataset=ds)
     assert diag.batch_size == 16
     assert any(f.code == "no_prefetch" for f in diag.findings) or diag.verdict == "not input-bound"
+
+
+def test_other_work_on_the_cores_is_measured_said_and_given_to_the_cost_model():
+    """A busy loop in another process while the rates are timed: the diagnosis says how many
+    cores other work kept busy (median with its range), the cost model shares what was left,
+    and the note says so in every output."""
+    x = np.ones((64, sp.DIM), "float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        diag = diagnose(run_cfg("clean"), dataset=ds)
+    finally:
+        hog.kill()
+        hog.wait()
+    load = diag.to_dict()["host_load"]
+    assert load is not None and load["intervals"] >= 3
+    low, high = load["others_busy_cores_range"]
+    assert 0.2 <= load["others_busy_cores"] and low <= load["others_busy_cores"] <= high
+    assert diag.costs is not None and diag.costs.cores == load["free_cores"] <= load["cores"]
+    note = next(n for n in diag.notes if n.startswith("a busy host"))
+    assert f"{load['others_busy_cores']:.1f} ({low:.1f}-{high:.1f})" in note
+    assert note in str(diag)
 
 
 # ---- what a resume loses: an iterator TensorFlow cannot save -----------------------------------

@@ -68,6 +68,22 @@ def test_one_pair_against_a_gain_is_taken_among_five_pairs_not_among_three(evide
     assert not ctx([900, 1050, 1080, 1090, 1350]).beats_compute(XLA_VARIANT, 0.1)  # median 1.08x
 
 
+def test_the_cost_model_shares_the_cores_other_work_left(evidence):
+    """jena_window_generator beside two CPU busy loops: its pipeline alone 6,700 ex/s on
+    150 us of CPU each, its model 5,200 on 190 us. On 2 free cores training could reach the
+    compute limit; on the 1.0 the host left, the two together allow ~2,900 ex/s, and a
+    pipeline without most of its CPU work gains ~1.7x there against ~1.0x."""
+    rates = {"pipeline": 6700.0, "compute": 5200.0, "pipeline_cpu": 150e-6, "compute_cpu": 190e-6}
+    idle = evidence(_dataset(), **rates)
+    busy = evidence(_dataset(), **rates, free_cores=1.0)
+    assert idle.costs.cores == idle.cores and busy.costs.cores == 1.0
+    assert idle.costs.training() == pytest.approx(5200.0)
+    assert busy.costs.training() == pytest.approx(1 / 340e-6)
+    assert idle.speedup_pipeline(60000.0, 140e-6) == pytest.approx(1.0)
+    # 1 core / (10 + 190 us) = 5,000 ex/s against 1 / 340 us
+    assert busy.speedup_pipeline(60000.0, 140e-6) == pytest.approx(5000 * 340e-6)
+
+
 def test_a_stage_costs_its_timed_time_per_example(evidence):
     timed = [
         StageTiming(1, "map#1", "map", 400.0, 2000.0),

@@ -86,6 +86,7 @@ from tfperf.measure import (
     repeat_if_finite,
     side_by_side,
 )
+from tfperf.measure.host_load import HostLoad
 from tfperf.observe.feed import verdict_for
 
 if TYPE_CHECKING:
@@ -217,6 +218,29 @@ def second_look(
     )
     for name, m in more.items():
         measured[name].runs.extend(m.runs)  # empty runs too: pairs are by index
+
+
+def free_cores(load: HostLoad, training: Measurement) -> float | None:
+    """The cores the cost model gives input and model: those other work left (HostLoad),
+    never fewer than training itself kept busy (its CPU seconds per wall second, median
+    repeat): chess's training kept 1.0 core busy beside two CPU hogs where the median
+    interval left 0.8. None when no interval was sampled."""
+    left = load.free_cores()
+    if left is None:
+        return None
+    used = training.cpu_us_per_example.median * training.examples_per_s.median * 1e-6
+    return round(min(float(load.cores), max(left, used)), 2)
+
+
+def busy_host_note(load: HostLoad, free: float | None) -> str:
+    """What a busy host did to the figures: other work's cores and what it left."""
+    o = load.others
+    left = "" if free is None else f"the expected gains give input and model the {free:.1f} left; "
+    return (
+        f"a busy host: other work kept {o.median:.1f} ({o.min:.1f}-{o.max:.1f}) of this "
+        f"process's {load.cores} cores busy while the rates were timed; {left}another run "
+        "may read other rates"
+    )
 
 
 def graph_risks(evidence: Evidence) -> list[Finding]:
@@ -371,14 +395,22 @@ def diagnose(
     probes, per_stage = _main_probes(
         capped, target, train_ds, batch, d, errors, budget, seconds, served
     )
-    measured = _measure(probes, d, tick, seconds)
-    top_up(measured, probes, d, tick, budget)
+    # Other work on the host's cores, sampled after each timed repeat of the three rates.
+    load = HostLoad()
+
+    def sampled(label: str) -> None:
+        load.sample()
+        tick(label)
+
+    measured = _measure(probes, d, sampled, seconds)
+    top_up(measured, probes, d, sampled, budget)
     pipeline, compute, training = (
         measured["pipeline"],
         measured["compute limit"],
         measured["training"],
     )
     stages = stage_timings(per_stage, measured, errors)
+    free = free_cores(load, training)
     slower = confirmed_slower(
         slower_rewrites(pipeline, measured, errors),
         probes,
@@ -428,6 +460,8 @@ def diagnose(
     notes += capped.notes
     if served:
         notes.append(SERVICE_NOTE)
+    if load.busy:
+        notes.append(busy_host_note(load, free))
     shuffle_bytes = {i: n for i, n in capped.bytes_in.items() if graph.stages[i].kind == "shuffle"}
     close = None if inconsistent or missing else rates_overlap(pipeline, compute)
     evidence = Evidence(
@@ -457,6 +491,7 @@ def diagnose(
         pipeline_cpu=pipeline.cpu_us_per_example.median * 1e-6,
         compute_cpu=compute.cpu_us_per_example.median * 1e-6,
         accelerator=on_accelerator(),
+        free_cores=free,
         devices=local_accelerators(),
         devices_used=devices_used(cfg),
         steps_per_call=d.steps,
@@ -516,4 +551,5 @@ def diagnose(
         unattributed=remainder(stages, pipeline),
         verdict_range=boundary,
         inconsistent=inconsistent,
+        host_load=load.to_dict() | {"free_cores": free} if load.others_per_interval else None,
     )

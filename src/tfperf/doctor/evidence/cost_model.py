@@ -22,7 +22,7 @@ class Costs:
     pipeline_cpu: float
     compute: float
     compute_cpu: float
-    cores: int
+    cores: float  # the cores input and model may use: the host's, less other work's
     accelerator: bool = False  # the model's step runs on a GPU/TPU, not on the host's cores
 
     def training(self) -> float:

@@ -64,6 +64,11 @@ class Evidence:
     cache_candidate: tuple[lint.GraphStage, int, int] | None  # (last stage, elements, bytes)
     nondeterministic_rate: float | None
     cores: int = field(default_factory=cpu_count)
+    # The cores other work on the host left while the rates were timed (measure.HostLoad);
+    # the cost model's shared cores when known: beside two CPU busy loops on 2 cores,
+    # jena_window_generator's training kept 1.0 core busy, and its model at 2 cores said
+    # training could reach the compute limit (1.4x) where the cores left allowed 1.0x.
+    free_cores: float | None = None
     source: UserSource | None = None  # the user's data.pipeline function, for file:line
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
     # The run's noise (measure/runs.py median_spread: the median of every rate's slowest to
@@ -183,7 +188,7 @@ class Evidence:
             self.pipeline_cpu,
             self.compute,
             self.compute_cpu,
-            self.cores,
+            self.cores if self.free_cores is None else self.free_cores,
             self.accelerator,
         )
 

@@ -150,6 +150,10 @@ class Diagnosis:
     verdict_range: str | None = None
     # Why no verdict was drawn: training measured faster than what bounds it, beyond spreads.
     inconsistent: str | None = None
+    # The host's cores and other work's busy cores (median, min-max per interval) while the
+    # three rates were timed (measure.HostLoad.to_dict), and the cores the cost model gave
+    # input and model (free_cores: those left, at least what training kept busy).
+    host_load: dict[str, Any] | None = None
 
     @property
     def input_bound_on_target(self) -> bool:
@@ -256,6 +260,7 @@ class Diagnosis:
             "variants": {k: round(v, 1) for k, v in self.variants.items()},
             "notes": self.notes,
             "costs": asdict(self.costs) if self.costs is not None else None,
+            "host_load": self.host_load,
         }
 
     def to_json(self) -> str:

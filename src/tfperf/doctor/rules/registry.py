@@ -14,6 +14,7 @@ ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -271,8 +272,12 @@ def _said(f: Finding) -> str:
 
 
 def _span(gains: tuple[float, float]) -> str:
-    """'1.20-2.40x': a gain range as the report says it."""
-    return f"{gains[0]:.2f}-{gains[1]:.2f}x"
+    """'1.2-2.5x': a gain range as the report says it, its ends rounded outward to the tenth
+    the gains are said in, so that the range holds its gain as printed ("~1.0x" beside
+    1.05-1.19x read as a gain outside its own range: 1.049 rounded two ways)."""
+    low = math.floor(gains[0] * 10 + 1e-6) / 10
+    high = math.ceil(gains[1] * 10 - 1e-6) / 10
+    return f"{low:.1f}-{high:.1f}x"
 
 
 def _gain(f: Finding) -> float:
