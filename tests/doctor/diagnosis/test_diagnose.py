@@ -231,6 +231,7 @@ def test_other_work_on_the_cores_is_measured_said_and_given_to_the_cost_model():
     assert diag.costs is not None and diag.costs.cores == load["free_cores"] <= load["cores"]
     note = next(n for n in diag.notes if n.startswith("a busy host"))
     assert f"{load['others_busy_cores']:.1f} ({low:.1f}-{high:.1f})" in note
+    assert f"give input and model the {diag.costs.cores:.1f} cores" in note
     assert note in str(diag)
 
 

@@ -233,14 +233,25 @@ def free_cores(load: HostLoad, training: Measurement) -> float | None:
 
 
 def busy_host_note(load: HostLoad, free: float | None) -> str:
-    """What a busy host did to the figures: other work's cores and what it left."""
+    """What a busy host did to the figures: other work's cores (median interval, with the
+    least and most) and the cores the expected gains gave input and model, said as derived
+    from those figures."""
     o = load.others
-    left = "" if free is None else f"the expected gains give input and model the {free:.1f} left; "
-    return (
+    head = (
         f"a busy host: other work kept {o.median:.1f} ({o.min:.1f}-{o.max:.1f}) of this "
-        f"process's {load.cores} cores busy while the rates were timed; {left}another run "
-        "may read other rates"
+        f"process's {load.cores} cores busy while the rates were timed; "
     )
+    left = load.free_cores()
+    if free is None or left is None:
+        gave = ""
+    elif free > left:
+        gave = (
+            f"the expected gains give input and model the {free:.1f} cores training kept "
+            f"busy (more than the {left:.1f} the median left); "
+        )
+    else:
+        gave = f"the expected gains give input and model the {free:.1f} cores the median left; "
+    return head + gave + "another run may read other rates"
 
 
 def graph_risks(evidence: Evidence) -> list[Finding]:
