@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 
 from tfperf.config import config_from_dict
-from tfperf.doctor.diagnosis.diagnose import MIN_REQUIRED_REPEATS, diagnose, second_look, top_up
+from tfperf.doctor.diagnosis.diagnose import diagnose
+from tfperf.doctor.diagnosis.more_rounds import MIN_REQUIRED_REPEATS, second_look, top_up
 from tfperf.doctor.diagnosis.verdict import (
     REQUIRED,
     boundary_of,

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tfperf.config import DoctorConfig, RunConfig
+from tfperf.doctor.diagnosis.busy_host import busy_host_note, free_cores
+from tfperf.doctor.diagnosis.more_rounds import second_look, top_up
 from tfperf.doctor.diagnosis.rewritten import (
     confirmed_slower,
     rewrite_probes,
@@ -75,14 +77,12 @@ from tfperf.doctor.rewrites.edits import set_deterministic
 from tfperf.doctor.rules import RULES, ranked_with_ties, tie_factor, tie_statement
 from tfperf.inputs.datasets import make_input_dataset
 from tfperf.measure import (
-    SECOND_LOOK_PAIRS,
     Comparison,
     Measurement,
     Probe,
     Run,
     compare,
     median_spread,
-    promising,
     repeat_if_finite,
     side_by_side,
 )
@@ -166,94 +166,6 @@ def _paired(
     return out
 
 
-# Fewer timed repeats of a required rate give no spread worth the name: beside two CPU hogs
-# one repeat gave a bare verdict in one run and a false "inconsistent" in the next.
-MIN_REQUIRED_REPEATS = 3
-TOP_UP_SHARE = 0.4  # of the time left that the required rates' extra rounds may take
-
-
-# A paired what-if with this median gain and one pair against it gets a second look.
-SECOND_LOOK_GAIN = 0.05
-SECOND_LOOK_SHARE = 0.5  # of the time left that a second look's rounds may take
-
-
-def second_look(
-    measured: dict[str, Measurement],
-    probes: list[Probe],
-    errors: dict[str, Exception],
-    tick: Tick,
-    budget: Budget,
-) -> None:
-    """Rounds of the paired what-ifs whose median gain one pair contradicts (measure's
-    `promising`), with their references, appended to `measured` until they have
-    SECOND_LOOK_PAIRS pairs, when the rounds fit in SECOND_LOOK_SHARE of the time left: one
-    slow moment of a loaded host hit one pair of a ~1.3x XLA gain in one run of five, and
-    the model's finding came and went. The evidence then takes all but one pair above 1."""
-    chosen: set[str] = set()
-    pairs = SECOND_LOOK_PAIRS
-    for ref, prefixes in ((PAIRED_COMPUTE, COMPUTE_VARIANTS), (PAIRED_TRAINING, TRAINING_VARIANTS)):
-        base = measured.get(ref)
-        if base is None or ref in errors:
-            continue
-        for name, m in measured.items():
-            if not name.startswith(prefixes) or name in errors:
-                continue
-            c = compare(base, m)
-            if len(c.ratios) < SECOND_LOOK_PAIRS and promising(c, SECOND_LOOK_GAIN):
-                chosen |= {ref, name}
-                pairs = min(pairs, len(c.ratios))
-    again = [p for p in probes if p.name in chosen]  # in the rounds' order
-    if not again:
-        return
-    # A round takes about what the slowest repeats took, plus a warm-up as long.
-    round_s = sum(2 * max(r.seconds for r in measured[p.name].runs) for p in again)
-    seconds = budget.left() * SECOND_LOOK_SHARE
-    if round_s > seconds:
-        return
-    more = side_by_side(
-        again,
-        repeats=SECOND_LOOK_PAIRS - pairs,
-        on_run=lambda name, _: tick(name),
-        time_limit=seconds - round_s,  # no round starts that would end past `seconds`
-    )
-    for name, m in more.items():
-        measured[name].runs.extend(m.runs)  # empty runs too: pairs are by index
-
-
-def free_cores(load: HostLoad, training: Measurement) -> float | None:
-    """The cores the cost model gives input and model: those other work left (HostLoad),
-    never fewer than training itself kept busy (its CPU seconds per wall second, median
-    repeat): chess's training kept 1.0 core busy beside two CPU hogs where the median
-    interval left 0.8. None when no interval was sampled."""
-    left = load.free_cores()
-    if left is None:
-        return None
-    used = training.cpu_us_per_example.median * training.examples_per_s.median * 1e-6
-    return round(min(float(load.cores), max(left, used)), 2)
-
-
-def busy_host_note(load: HostLoad, free: float | None) -> str:
-    """What a busy host did to the figures: other work's cores (median interval, with the
-    least and most) and the cores the expected gains gave input and model, said as derived
-    from those figures."""
-    o = load.others
-    head = (
-        f"a busy host: other work kept {o.median:.1f} ({o.min:.1f}-{o.max:.1f}) of this "
-        f"process's {load.cores} cores busy while the rates were timed; "
-    )
-    left = load.free_cores()
-    if free is None or left is None:
-        gave = ""
-    elif free > left:
-        gave = (
-            f"the expected gains give input and model the {free:.1f} cores training kept "
-            f"busy (more than the {left:.1f} the median left); "
-        )
-    else:
-        gave = f"the expected gains give input and model the {free:.1f} cores the median left; "
-    return head + gave + "another run may read other rates"
-
-
 def graph_risks(evidence: Evidence) -> list[Finding]:
     """The RAM risks (a shuffle buffer or cache beyond the budget, read from the graph and
     the element sizes): what a diagnosis without the measured rates still says."""
@@ -288,38 +200,6 @@ def not_measured(cfg: RunConfig, graph: lint.DatasetGraph, why: str, budget: Bud
         + [f"give a larger budget (budget_s, --budget) than {budget.seconds:.0f} s"],
         target=cfg.doctor.target,
     )
-
-
-def top_up(
-    measured: dict[str, Measurement],
-    probes: list[Probe],
-    d: DoctorConfig,
-    tick: Tick,
-    budget: Budget,
-) -> None:
-    """Rounds of the three required rates alone, appended to `measured`, while one of them
-    has fewer than MIN_REQUIRED_REPEATS timed repeats and a round fits in TOP_UP_SHARE of the
-    time left: the stage prefixes, timed in the same rounds, can leave time for one round
-    only, and the verdict and its range are drawn from these three. Stage costs pair rounds
-    by index, so the extra rounds (beyond the stages' last) pair with nothing."""
-    required = [p for p in probes if p.name in REQUIRED]
-    have = min(measured[p.name].timed_repeats for p in required)
-    # doctor.repeats: 1 (--repeats 1) asks for one repeat: no extra rounds then.
-    if have == 0 or have >= MIN_REQUIRED_REPEATS or d.repeats < 2:
-        return  # an abandoned rate gets no second chance; enough repeats need none
-    # A round takes about what the slowest repeats took, plus a warm-up as long.
-    round_s = sum(2 * max(r.seconds for r in measured[p.name].runs) for p in required)
-    seconds = budget.left() * TOP_UP_SHARE
-    if round_s > seconds:
-        return
-    more = side_by_side(
-        required,
-        repeats=MIN_REQUIRED_REPEATS - have,
-        on_run=lambda name, _: tick(name),
-        time_limit=seconds - round_s,  # no round starts that would end past `seconds`
-    )
-    for name, m in more.items():
-        measured[name].runs.extend(r for r in m.runs if r.seconds > 0)
 
 
 def _note(name: str, exc: Exception) -> str:
