@@ -4,8 +4,8 @@ module that defines the rule; `run_rules` runs them all on the `Evidence` and ra
 findings: RAM risks first, then a wrong stage order, then by expected speedup (input and
 compute findings together), with gains within the run's noise of each other or whose ranges
 over the rates' repeats overlap (gain_ranges) ranked by priority (the more specific cause
-first); among the model's findings, one whose change alters the results (a larger batch)
-after the others (results_kept_first).
+first); a change that alters the results (a larger batch) after every change that keeps
+them, input's and model's alike, and before the last resort (more hosts).
 
 Everything else that names rules is derived from here (rules/__init__.py): RULES, PRIORITY,
 ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
@@ -153,7 +153,11 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
         # shuffle changes what its buffer holds, so speed is better judged after the move.
         wrong_order = r is not None and r.order
         last_resort = r is not None and r.last_resort
-        return (f.kind != "risk", not wrong_order, last_resort)
+        # A change that alters what the model learns (a larger batch: the learning rate to
+        # retune) is tried after those that keep the results, whatever the gains: beside two
+        # CPU hogs jena_window_generator's 4x batch (1.3-1.9x) and its pipeline's gather
+        # (1.4-1.7x) led in turn, as a small model's XLA (1.1-1.5x) and its batch had.
+        return (f.kind != "risk", not wrong_order, last_resort, _changes_results(f))
 
     def priority(f: Finding) -> int:
         r = _REGISTRY.get(f.code)
@@ -161,28 +165,13 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
 
     ranked = sorted(found, key=lambda f: (group(f), -(f.expected_speedup or 0.0), priority(f)))
     runs = _tied_runs(ranked, group, priority, tie_factor(ctx))
-    flat = results_kept_first([f for run in runs for f in run])
+    flat = [f for run in runs for f in run]
     return flat, [run for run in runs if _timed_tie(run)]
 
 
 def _changes_results(f: Finding) -> bool:
     r = _REGISTRY.get(f.code)
     return r is not None and r.changes_results
-
-
-def results_kept_first(ranked: list[Finding]) -> list[Finding]:
-    """`ranked` with the model's findings whose change alters the results (a larger batch)
-    moved after its other findings (XLA, precision, steps per call), each side in its
-    order, in the places the model's findings held; the input's findings stay where they
-    are. Beside two CPU hogs a small model's XLA (1.1-1.5x) and 4x batch (1.4-2.1x) led in
-    turn from run to run; either way the one to try first is the one that keeps the
-    results."""
-    slots = [i for i, f in enumerate(ranked) if f.kind == "compute"]
-    model = sorted((ranked[i] for i in slots), key=_changes_results)  # stable
-    out = list(ranked)
-    for i, f in zip(slots, model, strict=True):
-        out[i] = f
-    return out
 
 
 # Expected gains within this factor of the next larger one are a tie: they are estimates
