@@ -5,7 +5,7 @@ findings: RAM risks first, then a wrong stage order, then by expected speedup (i
 compute findings together), with gains within the run's noise of each other or whose ranges
 over the rates' repeats overlap (gain_ranges) ranked by priority (the more specific cause
 first); a change that alters the results (a larger batch) after every change that keeps
-them, input's and model's alike, and before the last resort (more hosts).
+them and gains 1.1x or more, input's and model's alike (_tier).
 
 Everything else that names rules is derived from here (rules/__init__.py): RULES, PRIORITY,
 ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
@@ -145,7 +145,7 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
     # fraction, a 1.0x per-example map of a pipeline ten times faster than its model came
     # before the model's own 1.5x changes in one run, after them in the next (its wait read
     # 6-12%, then 2-6%, beside two CPU hogs).
-    def group(f: Finding) -> tuple[bool, bool, bool]:
+    def group(f: Finding) -> tuple[bool, ...]:
         r = _REGISTRY.get(f.code)
         # A wrong stage order changes what the model learns from: it comes right after the
         # RAM risks (which can stop the run) and before any speed advice, since a faster
@@ -153,11 +153,7 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
         # shuffle changes what its buffer holds, so speed is better judged after the move.
         wrong_order = r is not None and r.order
         last_resort = r is not None and r.last_resort
-        # A change that alters what the model learns (a larger batch: the learning rate to
-        # retune) is tried after those that keep the results, whatever the gains: beside two
-        # CPU hogs jena_window_generator's 4x batch (1.3-1.9x) and its pipeline's gather
-        # (1.4-1.7x) led in turn, as a small model's XLA (1.1-1.5x) and its batch had.
-        return (f.kind != "risk", not wrong_order, last_resort, _changes_results(f))
+        return (f.kind != "risk", not wrong_order, last_resort, _tier(f) > 0, _tier(f) > 1)
 
     def priority(f: Finding) -> int:
         r = _REGISTRY.get(f.code)
@@ -167,6 +163,22 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
     runs = _tied_runs(ranked, group, priority, tie_factor(ctx))
     flat = [f for run in runs for f in run]
     return flat, [run for run in runs if _timed_tie(run)]
+
+
+# An expected gain below this is no reason to try a change before one that alters the
+# results: a 1.0x finding is kept for what it says, not for its speed.
+WORTH = 1.1
+
+
+def _tier(f: Finding) -> int:
+    """A change that keeps the results and gains WORTH or more (0), then one that alters
+    what the model learns (1: a larger batch, its learning rate to retune), then the rest
+    (2), each tier by gain: beside two CPU hogs jena_window_generator's 4x batch (1.3-1.9x)
+    and its pipeline's gather (1.4-1.7x) led in turn, as a small model's XLA (1.1-1.5x)
+    and its batch had."""
+    if _changes_results(f):
+        return 1
+    return 0 if (f.expected_speedup or 0.0) >= WORTH else 2
 
 
 def _changes_results(f: Finding) -> bool:
