@@ -9,7 +9,7 @@ rate outlasted the budget. diagnose.py measures; this module only reads the meas
 from __future__ import annotations
 
 from tfperf.doctor.evidence.findings import rate_text
-from tfperf.measure import Measurement
+from tfperf.measure import Measurement, Stat
 from tfperf.observe.feed import HIGHLY, near_boundary, percents, verdict_range
 from tfperf.util.format import number
 
@@ -34,6 +34,15 @@ def drawn_without(missing: list[str], pipeline: Measurement, compute: Measuremen
         f"{head}; from the two measured, {side} sets the pace: the pipeline alone gives "
         f"{number(alone)} examples/s, the compute limit {number(limit)}"
     )
+
+
+def both_rates(pipeline: Measurement, compute: Measurement) -> tuple[Stat, Stat] | None:
+    """The pipeline alone's and the compute limit's examples/s when both were timed and
+    read above zero: what the rules comparing the two rates read; None otherwise."""
+    p, c = pipeline.examples_per_s, compute.examples_per_s
+    if not (timed(pipeline) and timed(compute)) or p.max <= 0 or c.max <= 0:
+        return None
+    return p, c
 
 
 INCONSISTENT = "inconsistent measurement"  # the verdict when none can be drawn
@@ -91,9 +100,10 @@ def rates_overlap(pipeline: Measurement, compute: Measurement) -> str | None:
     NEAR of each other (chess beside two CPU hogs: its wait read 1-3% in one run, 13-25%
     and 3-32% in the next ones, the two rates 6,585 and 6,393 examples/s). None when one is
     clearly faster."""
-    p, c = pipeline.examples_per_s, compute.examples_per_s
-    if not (timed(pipeline) and timed(compute)) or p.max <= 0 or c.max <= 0:
+    rates = both_rates(pipeline, compute)
+    if rates is None:
         return None
+    p, c = rates
     apart = p.min > c.max or c.min > p.max
     if apart and max(p.median, c.median) > NEAR * min(p.median, c.median):
         return None
@@ -118,9 +128,10 @@ def input_keeps_up(
     are the host's load, not the pipeline's rate (beside two CPU hogs a pipeline ~10x its
     model read 4-7%, 3-5% and 1-5% in three runs, "between" in some and "not" in others,
     and kept its ~1.0x input findings when "between"). None otherwise."""
-    p, c = pipeline.examples_per_s, compute.examples_per_s
-    if not (timed(pipeline) and timed(compute)) or c.max <= 0 or p.min < FAR * c.max:
+    rates = both_rates(pipeline, compute)
+    if rates is None or rates[0].min < FAR * rates[1].max:
         return None
+    p, c = rates
     if not fractions or max(fractions) >= HIGHLY:
         return None
     low, high = min(fractions), max(fractions)
@@ -140,9 +151,10 @@ def shares_cores(pipeline: Measurement, compute: Measurement, cores: int) -> str
     over five runs) waited 35-45% in one run and 3-5% in another; jena_window_generator
     (1.08-1.86x) read 12-35%. None when one is FAR beyond the other (a pipeline 10x slower
     than its model waited 90-96% in every run) or a rate was not timed."""
-    p, c = pipeline.examples_per_s, compute.examples_per_s
-    if not (timed(pipeline) and timed(compute)) or p.max <= 0 or c.max <= 0:
+    rates = both_rates(pipeline, compute)
+    if rates is None:
         return None
+    p, c = rates
     if p.min >= FAR * c.max or c.min >= FAR * p.max:
         return None
     return (

@@ -145,7 +145,7 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
     # fraction, a 1.0x per-example map of a pipeline ten times faster than its model came
     # before the model's own 1.5x changes in one run, after them in the next (its wait read
     # 6-12%, then 2-6%, beside two CPU hogs).
-    def group(f: Finding) -> tuple[bool, ...]:
+    def group(f: Finding) -> tuple[int, ...]:
         r = _REGISTRY.get(f.code)
         # A wrong stage order changes what the model learns from: it comes right after the
         # RAM risks (which can stop the run) and before any speed advice, since a faster
@@ -153,7 +153,7 @@ def ranked_with_ties(ctx: Evidence) -> tuple[list[Finding], list[list[Finding]]]
         # shuffle changes what its buffer holds, so speed is better judged after the move.
         wrong_order = r is not None and r.order
         last_resort = r is not None and r.last_resort
-        return (f.kind != "risk", not wrong_order, last_resort, _tier(f) > 0, _tier(f) > 1)
+        return (f.kind != "risk", not wrong_order, last_resort, _tier(f))
 
     def priority(f: Finding) -> int:
         r = _REGISTRY.get(f.code)
@@ -207,7 +207,7 @@ def tie_factor(ctx: Evidence) -> float:
 
 def _tied_runs(
     ranked: list[Finding],
-    group: Callable[[Finding], tuple[bool, ...]],
+    group: Callable[[Finding], tuple[int, ...]],
     priority: Callable[[Finding], int],
     tie: float = TIE,
 ) -> list[list[Finding]]:
