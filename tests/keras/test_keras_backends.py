@@ -64,9 +64,13 @@ def test_a_fast_pipeline_is_not_input_bound_in_a_jax_fit(on_jax):
     assert fast["verdict"] == "not input-bound", fast
 
 
-def test_optimize_on_jax_vectorizes_the_planted_map_and_keeps_the_examples(on_jax):
+def test_optimize_on_jax_runs_the_planted_map_on_batches_and_keeps_the_examples(on_jax):
     doctor = on_jax[0]["doctor"]
-    assert "vectorize per-example maps" in doctor["kept"], doctor
+    # The map runs on whole batches: vectorized, or moved after the batch as it is (its ops
+    # already take a batch). Which of the two times faster is the host's: beside two CPU hogs
+    # in a suite, --fix once kept the move with parallel maps (3.0x), not the vectorize.
+    on_batches = {"vectorize per-example maps", "batch before per-example map"}
+    assert on_batches & set(doctor["kept"]), doctor
     assert doctor["same_examples"], doctor
     # the model's own jitted step as the consumer: ~30 ops per example against a tiny MLP
     # (kept means faster beyond the trial's noise; beside two CPU hogs and the suite it
