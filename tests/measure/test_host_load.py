@@ -51,3 +51,18 @@ def test_intervals_shorter_than_the_clock_resolution_fold_into_the_next():
     time.sleep(0.25)
     load.sample()
     assert len(load.others_per_interval) == 1
+
+
+def test_the_note_and_the_json_say_the_same_cores():
+    """A median of 1.749 cores: --json held 1.75 (read "1.8" at a tenth) where the note,
+    formatted from 1.749, said "1.7". Both now hold the tenth the note says."""
+    from tfperf.doctor.diagnosis.busy_host import busy_host_note
+
+    load = HostLoad(
+        cpus=[0, 1], others_per_interval=[1.70, 1.749, 1.80], own_per_interval=[0.2] * 3
+    )
+    d = load.to_dict()
+    note = busy_host_note(load, load.free_cores())
+    low, high = d["others_busy_cores_range"]
+    assert d["others_busy_cores"] == 1.7 and f"1.7 ({low:.1f}-{high:.1f}) of" in note, (d, note)
+    assert f"the {d['free_cores']:.1f} cores the median left" in note and d["free_cores"] == 0.3

@@ -4,7 +4,7 @@ and the note that says how busy the rest of the host kept them (measure.HostLoad
 from __future__ import annotations
 
 from tfperf.measure import Measurement
-from tfperf.measure.host_load import HostLoad
+from tfperf.measure.host_load import CORE_PLACES, HostLoad
 
 
 def free_cores(load: HostLoad, training: Measurement) -> float | None:
@@ -16,7 +16,7 @@ def free_cores(load: HostLoad, training: Measurement) -> float | None:
     if left is None:
         return None
     used = training.cpu_us_per_example.median * training.examples_per_s.median * 1e-6
-    return round(min(float(load.cores), max(left, used)), 2)
+    return round(min(float(load.cores), max(left, used)), CORE_PLACES)
 
 
 def busy_host_note(load: HostLoad, free: float | None) -> str:
