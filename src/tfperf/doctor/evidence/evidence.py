@@ -13,7 +13,7 @@ from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.doctor.evidence.findings import StageTiming
 from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.user_source import UserSource
-from tfperf.measure import Comparison, gain_but_one
+from tfperf.measure import Comparison, each_pair_gains, gain_but_one, inverse
 
 # The pipeline alone with --fix's first rewrites, timed by the diagnosis (Evidence.rewritten).
 VECTORIZED, PARALLEL = "pipeline vectorized", "pipeline parallel maps"
@@ -116,11 +116,13 @@ class Evidence:
         return _beats(c, min_gain)
 
     def loses_to_compute(self, name: str, min_gain: float) -> bool:
-        """Whether what-if `name` is slower than the compute limit beyond the noise."""
+        """Whether what-if `name` is slower than the compute limit by `min_gain` in each
+        paired repeat (measure.each_pair_gains, the limit's gain over it); by medians when
+        it was not paired."""
         c = self.paired.get(name)
         if c is None:
             return self.compute >= (1 + min_gain) * self.variants.get(name, float("inf"))
-        return c.high < 1.0 and 1 / max(1e-9, c.ratio) >= 1 + min_gain
+        return each_pair_gains(inverse(c), min_gain)
 
     def corners(self) -> list[Evidence]:
         """This evidence at the two ends of its rates' repeats: the pipeline alone at its
