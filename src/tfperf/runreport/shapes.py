@@ -56,6 +56,8 @@ DIAGNOSIS = {
     "compute_limit": _RATE,
     "training": _RATE,
     "variants?": Maybe(MapOf(Maybe("num"))),
+    "variants_shown?": Maybe(MapOf({"text": "any", "note": "any"})),
+    "variants_caption?": "any",
     "stages?": Maybe([STAGE]),
     "findings?": Maybe([FINDING]),
     "notes?": Maybe(["any"]),

@@ -100,9 +100,11 @@ def rates_table(diagnosis: dict[str, Any]) -> str:
     ]
     for name, rate in d.get("variants", {}).items():
         label = name if name.startswith(("training", "compute")) else f"compute with {name}"
-        rows.append([_e(label), number(rate), "what-if"])
+        row = d.get("variants_shown", {}).get(name, {})
+        rows.append([_e(label), _e(row.get("text", number(rate))), _e(row.get("note", "what-if"))])
     head = ["measured side by side", "examples/s (min-max)", "note"]
-    return table(head, rows, "num")
+    caption = d.get("variants_caption")
+    return table(head, rows, "num") + (f'<p class="note">{_e(caption)}</p>' if caption else "")
 
 
 def stages_table(diagnosis: dict[str, Any]) -> str:

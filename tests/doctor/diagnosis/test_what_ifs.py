@@ -6,9 +6,12 @@ not timed where the run compiles with it already."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tensorflow as tf
 import yaml
 
@@ -66,9 +69,10 @@ def test_a_pipeline_that_ignores_batch_size_gets_no_batch_what_if(tmp_path: Path
     assert any("ignores batch_size" in n for n in diag["notes"]), diag["notes"]
 
 
-def test_the_doctor_times_the_step_under_xla_on_the_users_model():
+def test_the_doctor_times_the_step_under_xla_on_the_users_model(tmp_path: Path):
     """A model that sets the pace (batches from memory, two wide layers): the compute
-    what-ifs run, XLA among them, on the user's own model."""
+    what-ifs run, XLA among them, on the user's own model. Its row in the rates table shows
+    its rate with the span of its paired ratios, and the ratios, in every output."""
     import keras
 
     x = tf.random.normal([64, 256])
@@ -81,6 +85,25 @@ def test_the_doctor_times_the_step_under_xla_on_the_users_model():
         assert XLA_VARIANT not in diag.variants, diag.variants
     else:
         assert diag.variants[XLA_VARIANT] > 0, diag.variants
+        row = diag.variants_shown[XLA_VARIANT]
+        said = re.fullmatch(r"(\S+)x of \(b\) \((\S+)-(\S+)x\)", row["note"])
+        assert said, row
+        ratio, low, high = (float(v) for v in said.groups())
+        limit = diag.compute.examples_per_s.median
+        assert low <= ratio <= high and diag.variants[XLA_VARIANT] == pytest.approx(
+            limit * ratio, rel=0.01
+        ), (row, limit)
+        # the span is the limit's median at the least and the most paired ratio (said to 0.01)
+        figures = [float(v.replace(",", "")) for v in re.findall(r"[\d,.]+", row["text"])]
+        expected = [diag.variants[XLA_VARIANT], limit * low, limit * high]
+        assert figures == pytest.approx(expected, rel=0.01), (row, limit)
+        text = str(diag)
+        assert row["text"] in text and row["note"] in text, text
+        assert diag.to_dict()["variants_shown"][XLA_VARIANT] == row
+        page = diag.to_html(tmp_path / "doctor.html").read_text()
+        assert html.escape(row["text"]) in page and html.escape(row["note"]) in page
+        caption = diag.variants_caption
+        assert caption and caption in " ".join(text.split()) and html.escape(caption) in page
 
 
 # doctor.steps=20: the compute limit's steps per call, the keyword handed back for model.fit.

@@ -43,6 +43,7 @@ from tfperf.doctor.diagnosis.verdict import (
     shares_cores,
     timed,
 )
+from tfperf.doctor.diagnosis.what_if_rows import what_if_rows
 from tfperf.doctor.diagnosis.what_ifs import real_batch, what_if_probes
 from tfperf.doctor.evidence.evidence import (
     COMPUTE_VARIANTS,
@@ -346,6 +347,7 @@ def diagnose(
     variants = {n: m.examples_per_s.median for n, m in measured_ifs.items() if n not in errors}
     paired = _paired(measured_ifs, errors, PAIRED_COMPUTE, COMPUTE_VARIANTS, compute, variants)
     paired |= _paired(measured_ifs, errors, PAIRED_TRAINING, TRAINING_VARIANTS, training, variants)
+    shown = what_if_rows(measured_ifs, variants, paired, compute, training)
     notes = [f"{n}: {budget.abandoned[n]}" for n in missing]
     notes += [_note(n, exc) for n, exc in errors.items() if not n.startswith("stage ")]
     notes += capped.notes
@@ -435,6 +437,7 @@ def diagnose(
         verdict=verdict,
         findings=findings,
         variants=variants,
+        variants_shown=shown,
         notes=notes,
         costs=evidence.costs,
         target=d.target,

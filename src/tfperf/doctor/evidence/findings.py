@@ -124,6 +124,14 @@ def training_json(m: Measurement) -> dict[str, Any]:
     }
 
 
+# Under the rates table when a what-if was paired (diagnosis/what_if_rows.py).
+PAIRED_NOTE = (
+    "a what-if noted 'Nx of (b)' (or (c)) was timed beside that rate in each round: its rate "
+    "is that rate's median times the median of their paired ratios (the least and most in "
+    "brackets), its span that median times the least and the most"
+)
+
+
 @dataclass
 class Diagnosis:
     """Everything `tfperf doctor` measured and concluded."""
@@ -140,6 +148,9 @@ class Diagnosis:
     verdict: str
     findings: list[Finding]
     variants: dict[str, float] = field(default_factory=dict)  # variant -> examples/s
+    # variant -> {"text": its rate with its spread, "note": how it was timed} as the rates
+    # table shows it (diagnosis/what_if_rows.py); a variant without one shows its rate.
+    variants_shown: dict[str, dict[str, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     costs: Costs | None = None  # what the expected gains were computed from
     target: float | None = None  # doctor.target: the accelerator's examples/s, when given
@@ -154,6 +165,12 @@ class Diagnosis:
     # three rates were timed (measure.HostLoad.to_dict), and the cores the cost model gave
     # input and model (free_cores: those left, at least what training kept busy).
     host_load: dict[str, Any] | None = None
+
+    @property
+    def variants_caption(self) -> str | None:
+        """PAIRED_NOTE when a row of the rates table is a paired what-if, else None."""
+        paired = any(r.get("note", "what-if") != "what-if" for r in self.variants_shown.values())
+        return PAIRED_NOTE if paired else None
 
     @property
     def input_bound_on_target(self) -> bool:
@@ -258,6 +275,8 @@ class Diagnosis:
             ),
             "findings": [f.to_dict() for f in self.findings],
             "variants": {k: round(v, 1) for k, v in self.variants.items()},
+            "variants_shown": self.variants_shown,
+            "variants_caption": self.variants_caption,
             "notes": self.notes,
             "costs": asdict(self.costs) if self.costs is not None else None,
             "host_load": self.host_load,
@@ -298,7 +317,7 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
         "the training time",
         soft_wrap=False,
     )
-    t = Table(title="measured side by side (examples/s)")
+    t = Table(title="measured side by side (examples/s)", caption=diag.variants_caption)
     t.add_column("variant")
     t.add_column("examples/s (min-max)", justify="right")
     t.add_column("note")
@@ -311,7 +330,8 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
     )
     for name, rate in diag.variants.items():
         label = name if name.startswith(("training", "compute")) else f"compute with {name}"
-        t.add_row(f"    {label}", number(rate), "what-if")
+        row = diag.variants_shown.get(name, {})
+        t.add_row(f"    {label}", row.get("text", number(rate)), row.get("note", "what-if"))
     console.print(t)
     s = Table(title="stage prefixes: the pipeline cut after each stage")
     s.add_column("stage")
