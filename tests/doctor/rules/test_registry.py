@@ -212,12 +212,15 @@ def test_a_gain_has_the_range_of_the_rates_repeats_and_overlapping_ranges_tie(sl
 
 
 def test_the_tie_factor_follows_the_runs_noise_within_its_bounds(evidence):
-    from tfperf.doctor.rules.registry import MAX_TIE, TIE, tie_factor
+    from tfperf.doctor.rules.registry import BUSY_TIE, MAX_TIE, TIE, tie_factor
 
     ds = tf.data.Dataset.range(8).batch(4)
     assert tie_factor(evidence(ds)) == TIE  # one repeat, or a quiet host
     assert tie_factor(evidence(ds, spread=1.6)) == 1.6
     assert tie_factor(evidence(ds, spread=5.0)) == MAX_TIE
+    # a busy host: its gains move further between runs than one run's spread shows
+    assert tie_factor(evidence(ds, busy_host=True)) == BUSY_TIE
+    assert tie_factor(evidence(ds, busy_host=True, spread=1.8)) == 1.8
 
 
 def test_gains_within_a_noisy_runs_spread_tie():

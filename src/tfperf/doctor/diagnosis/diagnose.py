@@ -385,6 +385,7 @@ def diagnose(
         compute_cpu=compute.cpu_us_per_example.median * 1e-6,
         accelerator=on_accelerator(),
         free_cores=free,
+        busy_host=load.busy,
         devices=local_accelerators(),
         devices_used=devices_used(cfg),
         steps_per_call=d.steps,

@@ -69,6 +69,7 @@ class Evidence:
     # jena_window_generator's training kept 1.0 core busy, and its model at 2 cores said
     # training could reach the compute limit (1.4x) where the cores left allowed 1.0x.
     free_cores: float | None = None
+    busy_host: bool = False  # other work kept measure.host_load.BUSY cores or more busy
     source: UserSource | None = None  # the user's data.pipeline function, for file:line
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
     # The run's noise (measure/runs.py median_spread: the median of every rate's slowest to
