@@ -234,3 +234,20 @@ def test_a_larger_batch_comes_after_the_inputs_changes_too(evidence):
     assert codes.index("no_prefetch") < codes.index("small_batch"), codes
     if "scale_out" in codes:
         assert codes.index("small_batch") < codes.index("scale_out"), codes
+
+
+def test_a_change_whose_gain_range_reaches_worth_comes_before_a_larger_batch():
+    """On the cores a busy host left, regression's XLA (timed 1.3x faster every time) read
+    ~1.0x in one run of five, and its batch led: a gain whose range reaches WORTH keeps the
+    first tier; one whose whole range is below it comes after the batch."""
+    from tfperf.doctor.evidence.findings import Finding
+    from tfperf.doctor.rules.registry import WORTH, _tier
+
+    def xla(gain: float, top: float) -> Finding:
+        f = Finding("xla", "xla", None, "", "", "", gain, "compute")
+        f.expected_range = (min(gain, 1.0), top)
+        return f
+
+    batch = _tier(Finding("small_batch", "batch", None, "", "", "", 2.0, "compute"))
+    assert _tier(xla(1.05, 1.3)) < batch < _tier(xla(1.05, WORTH - 0.02))
+    assert _tier(xla(1.3, 1.4)) < batch
