@@ -30,10 +30,8 @@ def what_if_rows(
             at = main.examples_per_s.median
             text = rate_figure(rate, (at * c.low, at * c.high))
             note = f"{c.ratio:.2f}x of {ref} ({c.low:.2f}-{c.high:.2f}x)"
-        elif name in measured:
+        else:  # every what-if in `variants` was measured (diagnose builds it from them)
             r = measured[name].examples_per_s
             text, note = rate_figure(rate, (r.min, r.max)), "what-if"
-        else:
-            text, note = rate_figure(rate), "what-if"
         rows[name] = {"text": text, "note": note}
     return rows

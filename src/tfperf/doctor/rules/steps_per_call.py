@@ -29,7 +29,8 @@ def rule_steps_per_call(ctx: Evidence) -> list[Finding]:
     if not ctx.loses_to_compute(name, STEPS_GAIN - 1):
         return []
     c = ctx.paired.get(name)
-    pairs = f"; {inverse(c).low:.2f}-{inverse(c).high:.2f}x per pair" if c else ""
+    gains = inverse(c) if c else None  # the limit's gain over one step per call, per pair
+    pairs = f"; {gains.low:.2f}-{gains.high:.2f}x per pair" if gains else ""
     # The run trains at `rate` per example on the compute side: its training is bounded by
     # the slower of the pipeline and that, and would be by the pipeline and the limit.
     gain = ctx.limit / max(1e-9, min(ctx.pipeline, rate))
@@ -41,9 +42,7 @@ def rule_steps_per_call(ctx: Evidence) -> list[Finding]:
             f"compute limit at {plural(few, 'step')} per call (as the run calls it): "
             f"{number(rate)} ex/s; at {many} steps per call: {number(ctx.compute)} ex/s "
             f"({ratio:.2f}x{pairs}, the same model and batch in paired, interleaved repeats): "
-            "each call "
-            "pays the "
-            "dispatch and the host round trip once",
+            "each call pays the dispatch and the host round trip once",
             f"train.steps_per_loop: auto (or {many}); model.fit: model.compile(..., "
             f"steps_per_execution={many}); the results stay the same (callbacks then see "
             f"every {many}th batch)",
