@@ -13,11 +13,13 @@ import pytest
 import tensorflow as tf
 
 import tfperf
-from tfperf.doctor.fix.dataset import replay, sample_size, sampled_same
+from tfperf.doctor.fix.dataset import _moved_back, replay, sample_size, sampled_same
 from tfperf.doctor.graph import lint
 from tfperf.doctor.probes.budget import FIX_CLOCK, Budget, FixClock
-from tfperf.doctor.rewrites.shuffle_early import shuffle_before_maps
+from tfperf.doctor.rewrites.shuffle_early import early_site, shuffle_before_maps
 from tfperf.doctor.rules import ram
+from tfperf.doctor.rules.cache import CACHE_PREFIX
+from tfperf.doctor.rules.shuffle_early import SHUFFLE_EARLY
 from tfperf.errors import UserError
 from tfperf.measure import same_examples
 from tfperf.measure.examples import MAX_COMPARE
@@ -96,10 +98,42 @@ def test_optimize_moves_a_shuffle_of_decoded_examples_before_the_decode():
     assert "MiB less RAM" in move.reason
     assert report.kept[0] == move.name
     kinds = [s.kind for s in lint.read_graph(fast).stages]
-    assert kinds.index("shuffle") < kinds.index("map"), kinds
+    # A cache timed faster after the move caches the decoded examples and moves the shuffle
+    # after it (see the next test); either way no shuffle buffer holds decoded copies.
+    if CACHE_PREFIX.label in report.kept:
+        assert kinds.index("cache") < kinds.index("shuffle"), kinds
+        assert "moved the shuffle after the cache" in move.reason
+    else:
+        assert kinds.index("shuffle") < kinds.index("map"), kinds
+        assert "cache" not in move.reason
+    assert early_site(lint.read_graph(fast)) is None, kinds
     replayed = tfperf.apply_rewrites(ds, [move.name])
     kinds = [s.kind for s in lint.read_graph(replayed).stages]
     assert kinds.index("shuffle") < kinds.index("map"), kinds
+
+
+def test_a_cache_after_the_shuffle_move_says_it_moved_the_shuffle_back_and_its_ram():
+    """A shuffle moved before the decode reads as a shuffle of the source, which a cache of
+    the decode moves after it, over every element: the cache's row gives the RAM it holds
+    and the move's row says the cache undid its saving (a fresh clone kept both and the
+    report still claimed the move's RAM)."""
+
+    def decode(i):
+        return tf.fill([64 * 1024], tf.cast(i, tf.float32)), tf.cast(i % 2, tf.float32)
+
+    ds = tf.data.Dataset.range(2000).map(decode).shuffle(500).batch(8)
+    moved = tfperf.apply_rewrites(ds, [SHUFFLE_EARLY.label])
+    assert _moved_back(moved, [SHUFFLE_EARLY.label]) == ""
+    both = [SHUFFLE_EARLY.label, CACHE_PREFIX.label]
+    cached = tfperf.apply_rewrites(ds, both)
+    kinds = [s.kind for s in lint.read_graph(cached).stages]
+    assert kinds.index("map") < kinds.index("cache") < kinds.index("shuffle"), kinds
+    assert early_site(lint.read_graph(cached)) is None  # no buffer of decoded copies
+    assert "moved the shuffle after the cache" in _moved_back(cached, both)
+    # 2,000 elements of 64Ki floats and a label: 500 MiB in the cache, the shuffle's buffer
+    # holding references to them.
+    assert cached.doctor_note.startswith("holds 2,000 elements in RAM, ~500.0 MiB (budget ")
+    assert "moves after it, over all 2,000" in cached.doctor_note
 
 
 def test_the_shuffle_move_before_a_decode_is_kept_with_random_augmentation_after_it():

@@ -193,7 +193,11 @@ def test_a_cache_slow_to_fill_is_timed_on_its_first_elements_and_the_unbatch_app
     assert_same_examples(ds, fixed)  # the whole epoch: every clip cached
     timed = fixed.doctor_timed
     made = int(fixed.doctor_note.split("first ")[1].split(" of")[0])
-    assert fixed.doctor_note.startswith(f"timed with its first {made} of 24 elements cached")
+    assert f"timed with its first {made} of 24 elements cached" in fixed.doctor_note
+    # The row says the RAM the cache spends, against its budget.
+    assert fixed.doctor_note.startswith("holds 24 elements in RAM, ~")
+    assert "MiB (budget 1,024 MiB)" in fixed.doctor_note
+    assert "shuffle#1 (buffer=24) moves after it, over all 24" in fixed.doctor_note
     assert 0 < made < 24
     per_clip = sum(int(tf_len(b)) for b in ds) // 24
     assert sum(int(tf_len(b)) for b in timed) == made * per_clip  # its first clips only

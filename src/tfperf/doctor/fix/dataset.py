@@ -40,6 +40,7 @@ from tfperf.doctor.rewrites.edits import (
 )
 from tfperf.doctor.rewrites.io import cap_shuffles
 from tfperf.doctor.rewrites.shuffle_early import shuffle_before_maps
+from tfperf.doctor.rules.cache import CACHE_PREFIX
 from tfperf.doctor.rules.ram import CAP_SHUFFLE
 from tfperf.doctor.rules.shuffle_early import SHUFFLE_EARLY
 from tfperf.doctor.rules.threads import INPUT_THREADS
@@ -176,6 +177,7 @@ def fix_dataset(
     elif capped.timed_buffers:  # timed with smaller shuffle buffers: the user's keep theirs
         best_ds = replay(users_ds, changes, diag, strict=False)
     if early is not None:
+        early[1].reason += _moved_back(best_ds, changes)
         trials.insert(0, early[1])
         changes[:0] = [SHUFFLE_EARLY.label] if early[1].kept else []
     result = FixResult(
@@ -205,6 +207,21 @@ def _shuffle_early(diag: Diagnosis, ds: tf.data.Dataset) -> tuple[tf.data.Datase
     name = SHUFFLE_EARLY.label
     why = f"RAM: {found.expected}; the same examples by construction (one-in-one-out maps)"
     return moved, FixTrial(name, name, None, True, why)
+
+
+def _moved_back(final: tf.data.Dataset, changes: list[str]) -> str:
+    """What the shuffle move's row adds when a later kept cache moved the shuffle back after
+    the decode: the cache then holds every decoded example, and the shuffle after it holds
+    references to them (its row says the RAM), so the move's saving is no longer there."""
+    stages = lint.read_graph(final).stages
+    cache = next((s.index for s in stages if s.kind == "cache"), None)
+    shuffle = next((s.index for s in stages if s.kind == "shuffle"), None)
+    if CACHE_PREFIX.label not in changes or cache is None or shuffle is None or shuffle < cache:
+        return ""
+    return (
+        f"; then '{CACHE_PREFIX.label}' (kept) cached the decoded examples and moved the "
+        "shuffle after the cache: its row gives the RAM it holds"
+    )
 
 
 RETRIES = 2  # smaller samples tried after a check cut at its deadline

@@ -287,18 +287,32 @@ def cache_work(
     if n is None or held > budget:
         return None
     out = _cached(ds, graph, cached, n, shuffle is not None, rest)
-    if out is None or sample_seconds is None:
+    if out is None:
+        return None
+    out.doctor_note = held_note(held, n, budget, shuffle)
+    if sample_seconds is None:
         return out
     made = made_within(cached, sample_seconds)
     if made is not None and made < n:
         timed = _cached(ds, graph, cached.take(made), made, shuffle is not None, rest)
         if timed is not None:
             out.doctor_timed = timed
-            out.doctor_note = (
-                f"timed with its first {made:,} of {n:,} elements cached: the epochs after "
+            out.doctor_note += (
+                f"; timed with its first {made:,} of {n:,} elements cached: the epochs after "
                 "the first (the first runs at the pipeline's pace while the cache fills)"
             )
     return out
+
+
+def held_note(held: float, n: int, budget: int, shuffle: lint.GraphStage | None) -> str:
+    """What the cache holds in RAM, against its budget, and where a source shuffle went: the
+    trial's row says the RAM it spends (a kept cache is the pipeline's largest buffer)."""
+    note = (
+        f"holds {n:,} elements in RAM, ~{held / 2**20:,.1f} MiB (budget {budget / 2**20:,.0f} MiB)"
+    )
+    if shuffle is not None:
+        note += f"; {shuffle.label} moves after it, over all {n:,} (it holds the cached tensors)"
+    return note
 
 
 def _cached(
