@@ -138,7 +138,9 @@ def worker_faults(tmp_path_factory):
     epoch_dir.mkdir()
     parallel_dir.mkdir()
     epoch_log, parallel_log = epoch_dir / "ids.txt", parallel_dir / "ids.txt"
-    epoch_steps, parallel_steps = 2 * BIG_N // BATCH, 3 * EPOCH_STEPS
+    # 6 epochs of held steps (77 s): starved by a suite beside it, the added worker's start
+    # outlasted 3 (the trainer ended before it read from it); after the faults they run fast.
+    epoch_steps, parallel_steps = 2 * BIG_N // BATCH, 6 * EPOCH_STEPS
     ports = [servicekit.free_port(), servicekit.free_port()]
     held.touch()  # slow steps until the faults are done, then full speed
     with servicekit.processes() as procs:

@@ -86,3 +86,30 @@ def test_each_pair_must_show_the_gain_on_its_own(evidence):
     (f,) = found([0.978, 0.66, 0.746, 0.70, 0.80])
     assert "1.02-1.52x per pair" in f.evidence, f.evidence
     assert found([0.85, 0.66, 0.746]), "each pair gains 1.1x or more"
+
+
+def test_on_a_busy_host_the_gain_must_reach_the_busy_tie(evidence):
+    """flowers_list_files beside two CPU hogs, one run of five: every pair of one step per call
+    read 0.66-0.71 of the limit (1.41-1.52x, median ~1.45x), the other runs ~1.0x. On a busy
+    host that gain is below registry.BUSY_TIE and unsaid; idle, or at 3x, it is advised."""
+    rates = {"pipeline": 13000.0, "compute": 1300.0, "training": 1290.0}
+    name = f"{STEPS_VARIANT}1"
+
+    def found(ratios: list[float], busy: bool) -> list:
+        ref = _measured(PAIRED_COMPUTE, [1000] * len(ratios))
+        paired = {name: compare(ref, _measured(name, [1000 * r for r in ratios]))}
+        variants = {name: 1300.0 * sorted(ratios)[len(ratios) // 2]}
+        ctx = evidence(
+            _dataset(),
+            **rates,
+            variants=variants,
+            paired=paired,
+            steps_per_call=30,
+            busy_host=busy,
+        )
+        return rule_steps_per_call(ctx)
+
+    flowers = [0.66, 0.71, 0.69]
+    assert found(flowers, busy=True) == []
+    assert found(flowers, busy=False), "idle, every pair's 1.4x gain is advised"
+    assert found([0.33, 0.35, 0.34], busy=True), "a 3x gain stands out on a busy host too"
