@@ -415,6 +415,16 @@ def test_a_model_on_the_cores_of_an_input_within_3x_of_it_leaves_the_verdict_ope
     assert shares_cores(_rates("pipeline", 66000, 88000), _rates("compute", 7100, 8300), 2) is None
     # Not timed: nothing to compare.
     assert shares_cores(Measurement("pipeline"), _rates("compute", 5000), 2) is None
+    # A py_function pipeline beside two CPU hogs: the medians 5.9x apart, the limit's spread
+    # reaching within 3x of the pipeline's fastest, every repeat waiting 87-98%: the input
+    # set the pace in each, and the wait's band stands.
+    slow, fast = _rates("pipeline", 1597, 3786, 3908), _rates("compute", 11351, 22511, 29992)
+    assert shares_cores(slow, fast, 2) is not None
+    assert shares_cores(slow, fast, 2, [0.87, 0.93, 0.98]) is None
+    assert boundary_of([0.87, 0.93, 0.98], None, 1.2, shares_cores(slow, fast, 2, [0.87])) is None
+    # A repeat below 20%, or medians within 3x (chess, jena): the statement stays open.
+    assert shares_cores(slow, fast, 2, [0.15, 0.9]) is not None
+    assert shares_cores(_rates("pipeline", 7800, 9800), fast, 2, [0.9, 0.95]) is not None
     for waits in ([0.35, 0.45], [0.03, 0.05], [0.13, 0.2]):
         said = boundary_of(waits, None, 1.5, shared=chess)
         assert said is not None and said.startswith("between input-bound and not input-bound: ")

@@ -405,7 +405,8 @@ def diagnose(
     findings = cache_findings(capped, evidence.cache_budget) + ranked
     noise = training.examples_per_s.spread
     # Without an accelerator the model's step takes the cores that feed it.
-    shared = None if evidence.accelerator else shares_cores(pipeline, compute, evidence.cores)
+    cores = evidence.cores
+    shared = None if evidence.accelerator else shares_cores(pipeline, compute, cores, fractions)
     boundary = None if inconsistent or missing else boundary_of(fractions, close, noise, shared)
     far = keeps_up is not None and not missing
     if far:
