@@ -64,7 +64,8 @@ Leaves its result (the --json dict) in the run folder, {train.out_dir}/doctor.js
 \b
 --json prints {"diagnosis": {...}, "fix": {...} or null}: verdict, input_bound_fraction,
 pipeline / compute_limit / training (examples_per_s, ...), stages, slowest_stage,
-findings (code, title, stage, evidence, change, expected, expected_speedup, kind).
+findings (code, title, stage, evidence, change, expected, expected_speedup, kind); with
+--fix and no trial, "fix_skipped" says why.
 """
 
 
@@ -199,7 +200,11 @@ def register(app: typer.Typer) -> None:
                         result = fix_pipeline(cfg, diag, out=written, tick=tick, budget=budget)
             except KeyboardInterrupt:
                 interrupted(budget, json_out)
-        data = {"diagnosis": diag.to_dict(), "fix": result.to_dict() if result else None}
+        fixed = result.to_dict() if result else None
+        data: dict[str, Any] = {"diagnosis": diag.to_dict(), "fix": fixed}
+        skipped = fix_skipped(budget.abandoned, total) if fix and result is None else None
+        if skipped:
+            data["fix_skipped"] = skipped  # why "fix" is null: scripts read it too
         leave_for_report(cfg, data, html_out)  # {train.out_dir}/doctor.json, and --html
         if json_out:
             print_json(data)
@@ -208,6 +213,17 @@ def register(app: typer.Typer) -> None:
         render_diagnosis(diag, stdout)
         if result is not None:
             render_fix(result, stdout)
+        elif skipped:
+            stdout.print(f"--fix: {skipped}", markup=False)
+
+
+def fix_skipped(abandoned: dict[str, str], seconds: float) -> str:
+    """Why --fix tried nothing: the probes the diagnosis abandoned at the budget's end."""
+    which = "; ".join(f"{name}: {why}" for name, why in abandoned.items()) or "none"
+    return (
+        f"no trial: a repeat outlasted the time budget of {seconds:,.0f} s ({which}); run "
+        "again with a larger --budget"
+    )
 
 
 def startup_seconds() -> float:
