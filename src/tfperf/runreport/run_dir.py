@@ -139,6 +139,8 @@ def missing_parts(rec: RunRecord) -> dict[str, str]:
             f"no diagnosis ({DOCTOR_NAME}: the verdict, the three rates, the stage prefixes "
             f"and the findings): run `tfperf doctor {run}`; with --fix also the trials"
         )
+    elif skipped := rec.doctor.get("fix_skipped"):  # --fix ran and had no time for a trial
+        out["fix"] = f"--fix tried nothing: {skipped}"
     elif not rec.doctor.get("fix"):
         out["fix"] = f"no --fix trials: run `tfperf doctor {run} --fix`"
     if not rec.train:

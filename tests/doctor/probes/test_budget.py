@@ -31,6 +31,7 @@ from tfperf.doctor.probes.budget import (
     OutOfTime,
 )
 from tfperf.measure import Probe, Run
+from tfperf.runreport.run_dir import read_run_dir
 
 from helpers import doctorkit
 
@@ -437,6 +438,9 @@ def test_fix_without_time_for_a_trial_says_why_in_the_text_and_the_json(tmp_path
     said = data["fix_skipped"]
     assert said.startswith("no trial: a repeat outlasted the time budget of 2 s (")
     assert "--budget" in said and "abandoned" in said, said
+    # The saved doctor.json's report says the same where its trials would be.
+    (saved,) = tmp_path.rglob("doctor.json")
+    assert read_run_dir(saved.parent).missing["fix"] == f"--fix tried nothing: {said}"
     text = cli("doctor", run, "--fix", "--budget", "2")
     assert text.exit_code == 0, text.output[-3000:]
     assert "--fix: no trial: a repeat outlasted the time budget" in " ".join(text.stdout.split())
