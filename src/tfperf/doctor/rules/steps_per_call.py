@@ -9,7 +9,7 @@ from __future__ import annotations
 from tfperf.doctor.evidence.evidence import STEPS_VARIANT, Evidence
 from tfperf.doctor.evidence.findings import Finding
 from tfperf.doctor.rules.registry import BUSY_TIE, Rewrite, rule
-from tfperf.measure import inverse
+from tfperf.measure import each_pair_gains, inverse
 from tfperf.util.format import number, plural
 
 STEPS_GAIN = 1.1  # more steps per call must make the step this much faster to be advised
@@ -30,9 +30,12 @@ def rule_steps_per_call(ctx: Evidence) -> list[Finding]:
     gains = inverse(c) if c else None  # the limit's gain over one step per call, per pair
     # A gain beyond the busy tie is not the host's doing: one stalled pair among three (the
     # limit's repeat waiting for a core) no longer hides a 6.5x gain of a tiny Keras step.
-    large = gains is not None and len(gains.ratios) >= 3 and gains.ratio >= BUSY_TIE
-    short = sum(1 for r in gains.ratios if r < STEPS_GAIN) if gains is not None else 0
-    if not (ctx.loses_to_compute(name, STEPS_GAIN - 1) or (large and short <= 1)):
+    one_short = (
+        gains is not None
+        and gains.ratio >= BUSY_TIE
+        and each_pair_gains(gains, STEPS_GAIN - 1, pairs=3)
+    )
+    if not (ctx.loses_to_compute(name, STEPS_GAIN - 1) or one_short):
         return []
     # On a busy host each call's dispatch waits for a core when another process holds it:
     # flowers' 25 ms step read 1.45x in one run of five beside two CPU hogs and ~1.0x in the
