@@ -3,7 +3,17 @@ the cut quotes of a user's input."""
 
 from __future__ import annotations
 
-from tfperf.util.format import compact, cut, number, plural, quoted, shell_command, spread
+from tfperf.util.format import (
+    WHAT_IF_NOTE,
+    compact,
+    cut,
+    number,
+    plural,
+    quoted,
+    shell_command,
+    spread,
+    what_if_row,
+)
 
 
 def test_number_and_compact():
@@ -44,3 +54,16 @@ def test_a_figure_with_its_interval():
     assert spread(-81.0, -100.0, -55.0) == "-81.0 (-100.0 to -55.0)"
     assert spread(3.0, 3.0, 3.0) == "3.0"  # a single point has no interval to show
     assert spread(3.0, None, None) == "3.0" and spread(None, 1.0, 2.0) == "-"
+
+
+def test_what_if_row_names_compute_what_ifs_and_keeps_a_paired_note() -> None:
+    # A compute what-if is labelled as the compute limit's variant; training_* and compute_*
+    # keep their names; an unpaired row reads WHAT_IF_NOTE, a paired one its own note.
+    assert what_if_row("xla", 1234.0, None) == ("compute with xla", "1,234", WHAT_IF_NOTE)
+    shown = {"text": "1,234 (1,100-1,300)", "note": "1.27x of (b) (1.13-1.42x)"}
+    assert what_if_row("training_steps_8", 1234.0, shown) == (
+        "training_steps_8",
+        "1,234 (1,100-1,300)",
+        "1.27x of (b) (1.13-1.42x)",
+    )
+    assert what_if_row("compute_batch_4x", 9.5, {})[1:] == ("9.5", WHAT_IF_NOTE)

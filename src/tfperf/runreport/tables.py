@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from tfperf.util.format import number, paired_ratio
+from tfperf.util.format import number, paired_ratio, what_if_row
 
 VERDICT_CLASS = {"highly": "bad", "moderately": "warn", "not": "good"}
 
@@ -99,9 +99,8 @@ def rates_table(diagnosis: dict[str, Any]) -> str:
         ["(c) training", shown("training"), "pipeline + model"],
     ]
     for name, rate in d.get("variants", {}).items():
-        label = name if name.startswith(("training", "compute")) else f"compute with {name}"
-        row = d.get("variants_shown", {}).get(name, {})
-        rows.append([_e(label), _e(row.get("text", number(rate))), _e(row.get("note", "what-if"))])
+        label, text, note = what_if_row(name, rate, d.get("variants_shown", {}).get(name))
+        rows.append([_e(label), _e(text), _e(note)])
     head = ["measured side by side", "examples/s (min-max)", "note"]
     caption = d.get("variants_caption")
     return table(head, rows, "num") + (f'<p class="note">{_e(caption)}</p>' if caption else "")

@@ -55,6 +55,18 @@ def paired_ratio(ratio: float | None, low: float | None, high: float | None) -> 
     return f"{ratio:.2f}x paired ({low:.2f}-{high:.2f})"
 
 
+# The rates table's note for a what-if timed on its own, not paired with (b) or (c).
+WHAT_IF_NOTE = "what-if"
+
+
+def what_if_row(name: str, rate: float, shown: dict[str, str] | None) -> tuple[str, str, str]:
+    """(label, rate text, note) of one what-if's row in the rates table, as the text and HTML
+    reports both write it; `shown` is its entry of the diagnosis' variants_shown."""
+    label = name if name.startswith(("training", "compute")) else f"compute with {name}"
+    shown = shown or {}
+    return label, shown.get("text", number(rate)), shown.get("note", WHAT_IF_NOTE)
+
+
 def compact(value: float) -> str:
     """415k, 1.2M: short enough for a min-max column in 80 columns."""
     if abs(value) >= 1e6:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tfperf.doctor.evidence.evidence import TRAINING_VARIANTS
 from tfperf.measure import Comparison, Measurement
-from tfperf.util.format import rate_figure
+from tfperf.util.format import WHAT_IF_NOTE, rate_figure
 
 
 def what_if_rows(
@@ -32,6 +32,6 @@ def what_if_rows(
             note = f"{c.ratio:.2f}x of {ref} ({c.low:.2f}-{c.high:.2f}x)"
         else:  # every what-if in `variants` was measured (diagnose builds it from them)
             r = measured[name].examples_per_s
-            text, note = rate_figure(rate, (r.min, r.max)), "what-if"
+            text, note = rate_figure(rate, (r.min, r.max)), WHAT_IF_NOTE
         rows[name] = {"text": text, "note": note}
     return rows

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from tfperf.doctor.evidence.cost_model import Costs
 from tfperf.measure import Measurement
-from tfperf.util.format import number, rate_figure, spread
+from tfperf.util.format import WHAT_IF_NOTE, number, rate_figure, spread, what_if_row
 
 TEXT_WIDTH = 100  # the columns str(diagnosis) lays its tables out for (a redirected CLI's)
 
@@ -169,7 +169,9 @@ class Diagnosis:
     @property
     def variants_caption(self) -> str | None:
         """PAIRED_NOTE when a row of the rates table is a paired what-if, else None."""
-        paired = any(r.get("note", "what-if") != "what-if" for r in self.variants_shown.values())
+        paired = any(
+            r.get("note", WHAT_IF_NOTE) != WHAT_IF_NOTE for r in self.variants_shown.values()
+        )
         return PAIRED_NOTE if paired else None
 
     @property
@@ -329,9 +331,8 @@ def render_diagnosis(diag: Diagnosis, console: Console) -> None:
         diag.wait_text,
     )
     for name, rate in diag.variants.items():
-        label = name if name.startswith(("training", "compute")) else f"compute with {name}"
-        row = diag.variants_shown.get(name, {})
-        t.add_row(f"    {label}", row.get("text", number(rate)), row.get("note", "what-if"))
+        label, text, note = what_if_row(name, rate, diag.variants_shown.get(name))
+        t.add_row(f"    {label}", text, note)
     console.print(t)
     s = Table(title="stage prefixes: the pipeline cut after each stage")
     s.add_column("stage")
