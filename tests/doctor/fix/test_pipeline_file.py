@@ -10,7 +10,10 @@ from types import SimpleNamespace
 import tfperf
 from tfperf.config import load_config
 from tfperf.doctor.fix.pipeline_file import code_edits, optimized_paths, write_optimized_pipeline
+from tfperf.doctor.graph import lint
+from tfperf.doctor.rewrites.cache import cache_work
 from tfperf.doctor.rules import ram
+from tfperf.inputs.datasets import make_input_dataset
 from tfperf.util.imports import load_object
 
 CAP_SHUFFLE = ram.CAP_SHUFFLE.label  # the name --fix prints
@@ -146,3 +149,40 @@ def test_only_run_file_changes_write_only_the_run_file(tmp_path):
     assert not (tmp_path / "run.optimized.py").exists()
     nothing = SimpleNamespace(pipeline_changes=[], run_file_changes={}, code_edits=[])
     assert write_optimized_pipeline(cfg, nothing, tmp_path / "other.yaml", header) == []
+
+
+AUGMENTED_PIPELINE = """import tensorflow as tf
+
+
+def decode(x):
+    return tf.cast(x, tf.float32) * 2.0
+
+
+def augment(x):
+    return x + tf.random.uniform([], 0.0, 0.5)
+
+
+def make_dataset(batch_size=8):
+    ds = tf.data.Dataset.range(64)
+    ds = ds.map(decode)
+    ds = ds.map(augment)
+    ds = ds.shuffle(16)
+    return ds.batch(batch_size)
+"""
+
+
+def test_the_cache_edit_points_at_the_map_the_cache_follows(tmp_path):
+    # The cache goes after the decode, before the random augment: the edit names the
+    # decode's line (14), not the shuffle's (16), where a cache would freeze the augment.
+    (tmp_path / "aug_pipe.py").write_text(AUGMENTED_PIPELINE)
+    cfg = tfperf.config_from_dict({"data": {"pipeline": f"{tmp_path}/aug_pipe.py:make_dataset"}})
+    ds = make_input_dataset(cfg, training=True)
+    fixed = cache_work(lint.read_graph(ds), ds, budget=2**20)
+    assert fixed is not None
+    (edit,) = code_edits(cfg, ["cache the deterministic prefix"], fixed)
+    where = tmp_path / "aug_pipe.py"
+    assert edit.startswith(f"cache the deterministic prefix: {where}:14: add .cache()"), edit
+    assert "(the line: `ds = ds.map(decode)`)" in edit
+    # Without the fixed pipeline the edit falls back to the line before the shuffle.
+    (general,) = code_edits(cfg, ["cache the deterministic prefix"])
+    assert f"{where}:16:" in general

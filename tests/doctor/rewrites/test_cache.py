@@ -8,9 +8,15 @@ import collections
 from typing import Any
 
 from tfperf.doctor.graph import lint
-from tfperf.doctor.rewrites.cache import cache_work, cacheable_prefix, source_shuffle, tf_len
+from tfperf.doctor.rewrites.cache import (
+    cache_work,
+    cacheable_prefix,
+    filled_repeat,
+    source_shuffle,
+    tf_len,
+)
 
-from helpers.doctorkit import FILES, epoch, files_pipeline, write_files
+from helpers.doctorkit import FILES, decode, epoch, files_pipeline, write_files
 
 
 def test_the_decode_is_cached_and_the_shuffle_moves_after_it(tmp_path):
@@ -224,3 +230,53 @@ def test_fix_keeps_a_cache_timed_on_a_sample_and_returns_the_whole_cache(monkeyp
     # The trials timed a shuffle(128) in place of the shuffle(500): the user's is kept.
     buffers = [s.buffer_size for s in lint.read_graph(fixed).stages if s.kind == "shuffle"]
     assert buffers == [48, 500], buffers
+
+
+def _augmented(paths: list[str]) -> Any:
+    """Each file read and decoded in order, then a random augment: the deterministic prefix
+    ends at the decode, and a map follows it."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices(paths).map(decode)
+    noise = lambda: tf.random.uniform([], 0, 2, tf.int64)  # noqa: E731
+    ds = ds.map(lambda x: x + tf.stack([tf.constant(0, tf.int64), noise()]))  # to i*i only
+    return ds.shuffle(8).batch(4)
+
+
+def test_a_random_map_after_the_prefix_reads_a_cache_spliced_before_it(tmp_path):
+    # Only batch, shuffle, prefetch, repeat could follow the cache before: a random augment
+    # after the decode left --fix's own top finding "not applicable".
+    paths = write_files(tmp_path)
+    ds = _augmented(paths)
+    fixed = cache_work(lint.read_graph(ds), ds, budget=2**20)
+    assert fixed is not None and f"holds {FILES} elements" in fixed.doctor_note
+    kinds = [s.kind for s in lint.read_graph(fixed).stages if s.kind != "options"]
+    assert kinds == ["source", "map", "cache", "map", "shuffle", "batch"]
+    first = epoch(fixed)
+    assert sorted(i for i, _ in first) == sorted(i for i, _ in epoch(ds))
+    assert all(sq - i * i in (0, 1) for i, sq in first)  # decoded, then augmented by 0 or 1
+    for p in paths:  # read once: the next epoch comes from the cache, augmented again
+        (tmp_path / p).unlink()
+    assert len(epoch(fixed)) == FILES
+
+
+def test_a_trials_repeat_is_filled_once_and_runs_shorter_than_an_epoch_read_the_cache(tmp_path):
+    # tf.data discards a cache whose first epoch an iterator left unfinished, and each timed
+    # repeat is an iterator of its own: unfilled, each run shorter than an epoch reads again.
+    paths = write_files(tmp_path)
+    fixed = cache_work(lint.read_graph(_augmented(paths)), _augmented(paths), budget=2**20)
+    assert fixed is not None
+    # A pass of unknown length (a filter) is counted on a copy first, then filled the same way.
+    unknown = fixed.unbatch().filter(lambda x: x[0] >= 0).batch(4)
+    assert lint.known_cardinality(fixed) == FILES // 4
+    assert lint.known_cardinality(unknown) is None
+    looped, looped_unknown = filled_repeat(fixed), filled_repeat(unknown)
+    assert filled_repeat(fixed) is looped  # remembered: one pass per dataset
+    for p in paths:  # every later read comes from the caches the fill completed
+        (tmp_path / p).unlink()
+    for loop in (looped, looped_unknown):
+        for _ in range(3):  # runs of half an epoch, each its own iterator
+            it = iter(loop)
+            rows = [next(it) for _ in range(FILES // 8)]
+            del it
+            assert all(int(tf_len(b)) == 4 for b in rows)

@@ -55,7 +55,7 @@ def fix_pipeline(
         ds = make_input_dataset(cfg, training=True)
         result = fix_dataset(cfg, diag, ds, tick=tick, budget=budget)
         header = yaml_header(result)
-        result.code_edits = code_edits(cfg, result.pipeline_changes)
+        result.code_edits = code_edits(cfg, result.pipeline_changes, result.dataset)
         result.written = write_optimized_pipeline(cfg, result, out, header)
         result.withheld = withheld(cfg, diag)
         return result

@@ -7,15 +7,21 @@ code (file and line: graph/user_source.py). Nothing is timed here."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfperf.config import RunConfig
 from tfperf.doctor.fix.candidates import PARALLEL_BATCH
 from tfperf.doctor.fix.runfile import write_run_file
 from tfperf.doctor.fix.trials import FixResult
+from tfperf.doctor.graph import lint
 from tfperf.doctor.graph.user_source import user_source
 from tfperf.doctor.rules import REWRITES, Rewrite
 from tfperf.util.files import write_text_atomic
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _MODULE = '''"""Written by `tfperf doctor --fix` from {source}.
 
@@ -104,15 +110,34 @@ def _run_file_folder(cfg: RunConfig) -> Path:
 
 
 # ---- each kept rewrite as an edit of the user's code ---------------------------------------
-def code_edits(cfg: RunConfig, kept: list[str]) -> list[str]:
+def code_edits(cfg: RunConfig, kept: list[str], fixed: tf.data.Dataset | None = None) -> list[str]:
     """'file:line: what to change' for each kept rewrite of the user's data.pipeline
-    function (the function's own lines when `inspect` finds its source)."""
+    function (the function's own lines when `inspect` finds its source); `fixed`, the
+    pipeline --fix returns, says which map a kept cache follows."""
     if not kept:
         return []
     src = user_source(cfg)
     if src is None:
         return [f"{name}: {_rewrite(name).edit}" for name in kept]
-    return [_edit(name, src.file, src.lines, src.start) for name in kept]
+    after = _cached_fn(fixed) if fixed is not None else None
+    return [_edit(name, src.file, src.lines, src.start, after) for name in kept]
+
+
+# A traced map function's name: __inference_Dataset_map_load_and_decode_18.
+_TRACED = re.compile(r"^__inference_Dataset_(?:map|parallel_map|interleave|flat_map)_(\w+?)_\d+$")
+
+
+def _cached_fn(fixed: tf.data.Dataset) -> str | None:
+    """The Python name of the function whose map the first in-memory cache of `fixed`
+    follows (None: no such cache, or a lambda)."""
+    stages = lint.read_graph(fixed).stages
+    cache = next((s for s in stages if s.kind == "cache"), None)
+    if cache is None or cache.index == 0:
+        return None
+    before = stages[cache.index - 1]
+    found = _TRACED.match(before.functions[0]) if before.functions else None
+    name = found.group(1) if found else None
+    return name if name and name.isidentifier() and name != "lambda" else None
 
 
 # Each kept rewrite's code edit, by its label: the rules' rewrites (rules/) and those no rule
@@ -126,12 +151,16 @@ def _rewrite(name: str) -> Rewrite:
     return _EDITS.get(name, _OTHER)
 
 
-def _edit(name: str, where: str, lines: list[str], start: int) -> str:
-    """'name: file:line: change' with the line of the user's function it concerns."""
+def _edit(name: str, where: str, lines: list[str], start: int, after: str | None = None) -> str:
+    """'name: file:line: change' with the line of the user's function it concerns (for a
+    cache, the map of `after` where the function calls it by name)."""
     rewrite = _rewrite(name)
     kind = rewrite.at
     code = [line.split("#")[0] for line in lines]
     at = _line_of(kind, code)
+    if kind == "cache" and after is not None:
+        calls = re.compile(rf"\.(?:map|interleave|flat_map)\(\s*{re.escape(after)}\b")
+        at = next((i for i, c in enumerate(code) if calls.search(c)), at)
     line = start + (at if at is not None else 0)
     text = rewrite.edit
     assert text is not None  # _EDITS and _OTHER hold only rewrites with an edit

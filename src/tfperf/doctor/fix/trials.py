@@ -31,6 +31,7 @@ from tfperf.doctor.probes.target import (
     fixed_steps_per_call,
     train_probe,
 )
+from tfperf.doctor.rewrites.cache import filled_repeat
 from tfperf.measure import (
     SECOND_LOOK_PAIRS,
     Comparison,
@@ -40,7 +41,6 @@ from tfperf.measure import (
     gain_but_one,
     pairs_against,
     promising,
-    repeat_if_finite,
     side_by_side,
 )
 from tfperf.train.run_input import first_of
@@ -281,7 +281,7 @@ def _target(cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> StepTarget:
 def trial_probe(name: str, cfg: RunConfig, ds: tf.data.Dataset, batch: int) -> Probe:
     """Training on `ds` with `cfg`'s model, precision and XLA setting, at the run's own
     steps per call when it fixes them (else doctor.steps)."""
-    ds = repeat_if_finite(ds)
+    ds = filled_repeat(ds)  # the epochs after the first, as a cache's trial says it times
     clock = FIX_CLOCK.get()
     limit = clock.limit if clock else None
     if cfg.doctor.target is not None:
