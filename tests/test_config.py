@@ -59,8 +59,9 @@ def test_bad_values_name_their_path(tmp_path, text, path, found):
 def test_unknown_workload_and_malformed_files(tmp_path):
     with pytest.raises(ConfigError, match=r"workload: .*expected one of .*found 'tennis'"):
         load_config(write(tmp_path, "workload: tennis\n"))
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML") as bad:
         load_config(write(tmp_path, "pipeline: [unclosed\n"))
+    assert "<unicode string>" not in str(bad.value) and str(bad.value).count(".yaml") >= 2
     with pytest.raises(ConfigError, match="expected a mapping of sections, found list"):
         load_config(write(tmp_path, "- a\n- b\n"))
     with pytest.raises(ConfigError, match="no such run file"):

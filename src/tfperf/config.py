@@ -422,7 +422,9 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     except YamlBombError as exc:
         raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {cut(str(exc), 600)}") from None
+        # PyYAML names the text it parsed "<unicode string>": the file is what the user knows.
+        where = str(exc).replace('"<unicode string>"', f'"{p}"')
+        raise ConfigError(f"{p}: not valid YAML: {cut(where, 600)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping of sections, found {type(data).__name__}")
     cfg = config_from_dict(data, overrides, str(p))

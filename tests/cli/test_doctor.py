@@ -58,3 +58,12 @@ def test_help_names_every_option(cli):
     text = cli("doctor", "--help").stdout
     for option in ("--fix", "--probe-steps", "--repeats", "--budget", "--target", "--allow"):
         assert option in text, option
+
+
+@pytest.mark.parametrize("option", ["--repeats", "--probe-steps"])
+def test_a_count_below_one_is_a_clear_usage_error(cli, option):
+    # These reached the config's validation and ended in a pydantic traceback.
+    res = cli("doctor", option, "0")  # refused before any run file is read
+    assert res.exit_code == 2
+    assert option in res.stderr and "greater than or equal to 1" in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout

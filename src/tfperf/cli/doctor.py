@@ -88,6 +88,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--probe-steps",
                 "--max-steps",
+                min=1,
                 help="At most this many measured steps (batches) per probe and repeat "
                 "(doctor.steps otherwise). --max-steps is an older name of --probe-steps.",
             ),
@@ -96,6 +97,7 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(
                 "--repeats",
+                min=1,
                 help="Timed repeats per variant, interleaved; the median is kept "
                 "(doctor.repeats otherwise).",
             ),
