@@ -58,12 +58,17 @@ def test_results_changing_findings_are_tried_only_when_allowed(evidence):
 
 
 def test_compile_kwargs_name_what_keeps_the_results():
-    codes = [SimpleNamespace(code=c) for c in ("xla", "steps_per_call", "precision")]
+    codes = [SimpleNamespace(code=c, expected_speedup=1.3) for c in ("xla", "steps_per_call")]
+    codes.append(SimpleNamespace(code="precision", expected_speedup=1.5))
     assert compile_kwargs(SimpleNamespace(findings=codes), 30) == {
         "jit_compile": True,
         "steps_per_execution": 30,
     }
     assert compile_kwargs(SimpleNamespace(findings=[]), 30) == {}
+    # An input-bound run: steps per call helps the model alone, training ~1.0x: not advised
+    # under optimize's "nothing helped".
+    codes[1].expected_speedup = 1.0
+    assert compile_kwargs(SimpleNamespace(findings=codes), 30) == {"jit_compile": True}
 
 
 def test_no_trial_of_a_change_already_in_effect():
