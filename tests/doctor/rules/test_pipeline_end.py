@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfperf.doctor.rules import PREDICTED_BY
+from tfperf.doctor.rules import PREDICTED_BY, run_rules
 from tfperf.doctor.rules.pipeline_end import (
     FLOAT32,
     PREFETCH_END,
@@ -31,6 +31,18 @@ def test_a_pipeline_ending_without_prefetch_gets_the_overlap_as_its_gain(evidenc
     shared = evidence(ds, **rates, pipeline_cpu=1.5e-3, compute_cpu=1.5e-3, cores=2)
     assert rule_no_prefetch(shared)[0].expected_speedup == pytest.approx(2 / 3e-3 / 500)
     assert PREDICTED_BY[PREFETCH_END.label] == ("no_prefetch",)
+
+
+def test_a_users_own_pipeline_is_not_told_of_run_file_keys_that_do_not_reach_it(evidence):
+    # A data.pipeline function's user set pipeline.prefetch: auto, as advised, and the graph
+    # still had no prefetch: those keys shape tfperf's own pipeline only.
+    ds = tf.data.Dataset.range(64).map(lambda x: x * 2).batch(8)
+    rates = {"pipeline": 1000.0, "compute": 1000.0, "training": 500.0}
+    ours = {f.code: f.change for f in run_rules(evidence(ds, **rates))}
+    theirs = {f.code: f.change for f in run_rules(evidence(ds, **rates, users_code=True))}
+    assert "(run file: pipeline.prefetch: auto)" in ours["no_prefetch"]
+    assert theirs["no_prefetch"] == "end the pipeline with .prefetch(tf.data.AUTOTUNE)"
+    assert not any("run file:" in change for change in theirs.values()), theirs
 
 
 @pytest.mark.parametrize(

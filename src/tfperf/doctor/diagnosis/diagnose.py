@@ -381,6 +381,7 @@ def diagnose(
             else measured["deterministic=False"].examples_per_s.median
         ),
         source=user_source(cfg) if dataset is None else None,  # file:line for the findings
+        users_code=dataset is not None or bool(cfg.data.pipeline),
         pipeline_cpu=pipeline.cpu_us_per_example.median * 1e-6,
         compute_cpu=compute.cpu_us_per_example.median * 1e-6,
         accelerator=on_accelerator(),

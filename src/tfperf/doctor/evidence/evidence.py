@@ -71,6 +71,9 @@ class Evidence:
     free_cores: float | None = None
     busy_host: bool = False  # other work kept measure.host_load.BUSY cores or more busy
     source: UserSource | None = None  # the user's data.pipeline function, for file:line
+    # The pipeline is the user's code (a data.pipeline function, a dataset handed to the API):
+    # the run file's pipeline.* keys (prefetch, parse, ...) do not reach it.
+    users_code: bool = False
     pipeline_cpu: float = 0.0  # CPU seconds per example of (a), all threads (0: unknown)
     # The run's noise (measure/runs.py median_spread: the median of every rate's slowest to
     # fastest repeat): expected gains come from rates this noisy, so gains closer than this

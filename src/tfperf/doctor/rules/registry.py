@@ -15,6 +15,7 @@ ORDER_CODES, PREDICTED_BY (fix/predicted.py) and the code edits by label
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,7 +109,21 @@ def _detected(ctx: Evidence) -> list[Finding]:
     found: list[Finding] = []
     for r in _REGISTRY.values():
         found.extend(r.detect(ctx))
+    if ctx.users_code:
+        for f in found:
+            f.change = code_only(f.change)
     return found
+
+
+# "(run file: pipeline.prefetch: auto)", "; run file: pipeline.cache_preprocessed: true)"
+_RUN_FILE_HINT = re.compile(r" \(run file: [^()]*\)|; run file: [^()]*(?=\))")
+
+
+def code_only(change: str) -> str:
+    """`change` without its run-file hints: the pipeline.* keys they name shape tfperf's own
+    pipeline, not a user's function or dataset (a user set pipeline.prefetch: auto, as
+    advised, and the graph had no prefetch)."""
+    return _RUN_FILE_HINT.sub("", change)
 
 
 def gain_ranges(ctx: Evidence, found: list[Finding]) -> None:
