@@ -56,7 +56,7 @@ DIAGNOSIS = {
     "compute_limit": _RATE,
     "training": _RATE,
     "variants?": Maybe(MapOf(Maybe("num"))),
-    "variants_shown?": Maybe(MapOf({"text": "any", "note": "any"})),
+    "variants_shown?": Maybe(MapOf({"label?": "any", "text": "any", "note": "any"})),
     "variants_caption?": "any",
     "stages?": Maybe([STAGE]),
     "findings?": Maybe([FINDING]),

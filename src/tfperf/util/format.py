@@ -62,8 +62,9 @@ WHAT_IF_NOTE = "what-if"
 def what_if_row(name: str, rate: float, shown: dict[str, str] | None) -> tuple[str, str, str]:
     """(label, rate text, note) of one what-if's row in the rates table, as the text and HTML
     reports both write it; `shown` is its entry of the diagnosis' variants_shown."""
-    label = name if name.startswith(("training", "compute")) else f"compute with {name}"
     shown = shown or {}
+    label = name if name.startswith(("training", "compute")) else f"compute with {name}"
+    label = shown.get("label", label)  # the diagnosis names training's what-ifs as such
     return label, shown.get("text", number(rate)), shown.get("note", WHAT_IF_NOTE)
 
 

@@ -17,14 +17,18 @@ def what_if_rows(
     compute: Measurement,
     training: Measurement,
 ) -> dict[str, dict[str, str]]:
-    """Each what-if of `variants` -> {"text": "rate (min-max)", "note": how it was timed:
+    """Each what-if of `variants` -> {"label": the row's name, "text": "rate (min-max)",
+    "note": how it was timed:
     "1.27x of (b) (1.13-1.42x)" for one paired with the compute limit (findings.PAIRED_NOTE
     says it in words under the table), else "what-if"}."""
     rows = {}
     for name, rate in variants.items():
         c = paired.get(name)
+        of_training = name.startswith(TRAINING_VARIANTS)
+        # The row says which rate it varies: "input threads=1" is training's, not the model's.
+        label = f"training with {name}" if of_training else f"compute with {name}"
+        label = name if name.startswith(("training", "compute")) else label
         if c is not None:
-            of_training = name.startswith(TRAINING_VARIANTS)
             # (b) or (c) of the table, timed again beside the what-if in each round
             main, ref = (training, "(c)") if of_training else (compute, "(b)")
             at = main.examples_per_s.median
@@ -33,5 +37,5 @@ def what_if_rows(
         else:  # every what-if in `variants` was measured (diagnose builds it from them)
             r = measured[name].examples_per_s
             text, note = rate_figure(rate, (r.min, r.max)), WHAT_IF_NOTE
-        rows[name] = {"text": text, "note": note}
+        rows[name] = {"label": label, "text": text, "note": note}
     return rows
