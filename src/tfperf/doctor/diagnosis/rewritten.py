@@ -74,12 +74,12 @@ def rewritten_costs(
 def slower_rewrites(
     pipeline: Measurement, measured: dict[str, Measurement], errors: dict[str, Exception]
 ) -> set[str]:
-    """The rewritten pipelines (parallel maps, vectorized maps) that every paired repeat
-    timed slower than `pipeline`: their advice is dropped where that slowness is beyond
-    noise (rules/parallel.py, rules/stage_cost.py)."""
+    """The rewritten pipelines whose slowness drops advice (the parallel maps: a slower
+    vectorized pipeline only lowers its finding's gain) that every paired repeat timed
+    slower than `pipeline`."""
     return {
         name
-        for name, m in _timed(measured, errors, (PARALLEL, VECTORIZED)).items()
+        for name, m in _timed(measured, errors, (PARALLEL,)).items()
         if compare(pipeline, m).verdict == "slower"
     }
 

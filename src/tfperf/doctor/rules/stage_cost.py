@@ -174,11 +174,6 @@ def stage_rule(
         if code in BATCHED:  # one vectorized pipeline: its gain is one stage's to claim
             claims = [st for st in ctx.graph.stages if vectorizable(ctx, st)]
             measured = measured_rewrite(ctx, VECTORIZED, claims)
-            if measured is not None and VECTORIZED in ctx.slower:
-                if measured[0] < SLOWER * ctx.pipeline:
-                    # timed slower in every pair, twice: per batch is slower on this host (a
-                    # JPEG augment's map read 0.85x and was advised at "~0.8x faster")
-                    return []
         out = []
         for st in stages:
             edit = change + _padded_hint(ctx, st) if code == "per_example_parse" else change
