@@ -59,12 +59,19 @@ def paired_ratio(ratio: float | None, low: float | None, high: float | None) -> 
 WHAT_IF_NOTE = "what-if"
 
 
+def what_if_label(name: str, of_training: bool = False) -> str:
+    """A what-if's row name: the rate it varies, training's or the compute limit's."""
+    if name.startswith(("training", "compute")):
+        return name
+    return f"training with {name}" if of_training else f"compute with {name}"
+
+
 def what_if_row(name: str, rate: float, shown: dict[str, str] | None) -> tuple[str, str, str]:
     """(label, rate text, note) of one what-if's row in the rates table, as the text and HTML
-    reports both write it; `shown` is its entry of the diagnosis' variants_shown."""
+    reports both write it; `shown` is its entry of the diagnosis' variants_shown (a report
+    saved before it carried its label reads as the compute limit's)."""
     shown = shown or {}
-    label = name if name.startswith(("training", "compute")) else f"compute with {name}"
-    label = shown.get("label", label)  # the diagnosis names training's what-ifs as such
+    label = shown.get("label", what_if_label(name))
     return label, shown.get("text", number(rate)), shown.get("note", WHAT_IF_NOTE)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tfperf.doctor.evidence.evidence import TRAINING_VARIANTS
 from tfperf.measure import Comparison, Measurement
-from tfperf.util.format import WHAT_IF_NOTE, rate_figure
+from tfperf.util.format import WHAT_IF_NOTE, rate_figure, what_if_label
 
 
 def what_if_rows(
@@ -26,8 +26,7 @@ def what_if_rows(
         c = paired.get(name)
         of_training = name.startswith(TRAINING_VARIANTS)
         # The row says which rate it varies: "input threads=1" is training's, not the model's.
-        label = f"training with {name}" if of_training else f"compute with {name}"
-        label = name if name.startswith(("training", "compute")) else label
+        label = what_if_label(name, of_training)
         if c is not None:
             # (b) or (c) of the table, timed again beside the what-if in each round
             main, ref = (training, "(c)") if of_training else (compute, "(b)")

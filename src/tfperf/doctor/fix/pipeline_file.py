@@ -119,7 +119,8 @@ def code_edits(cfg: RunConfig, kept: list[str], fixed: tf.data.Dataset | None = 
     src = user_source(cfg)
     if src is None:
         return [f"{name}: {_rewrite(name).edit}" for name in kept]
-    after = _cached_fn(fixed) if fixed is not None else None
+    cached = fixed is not None and any(_rewrite(name).at == "cache" for name in kept)
+    after = _cached_fn(fixed) if cached and fixed is not None else None
     return [_edit(name, src.file, src.lines, src.start, after) for name in kept]
 
 

@@ -424,8 +424,8 @@ def filled_repeat(ds: tf.data.Dataset, seconds: float = FILL_PASS_SECONDS) -> tf
 
 
 def _count_before(graph: lint.DatasetGraph, ds: tf.data.Dataset, deadline: float) -> int | None:
-    """Elements of one pass of `ds` (a copy rebuilt from `graph`), or None when it outlasts
-    `deadline` (time.monotonic) or the copy cannot be built."""
+    """Elements of one pass of `ds`, counted on a copy rebuilt from `graph` (_count_within),
+    or None when that outlasts `deadline` (time.monotonic) or the copy cannot be built."""
     import time
 
     import tensorflow as tf
@@ -434,9 +434,4 @@ def _count_before(graph: lint.DatasetGraph, ds: tf.data.Dataset, deadline: float
         copied = lint.rebuild(copy.deepcopy(graph.graph_def), ds.element_spec)
     except (tf.errors.OpError, ValueError, TypeError):
         return None
-    count = 0
-    for _ in copied:
-        count += 1
-        if time.monotonic() > deadline:
-            return None
-    return count
+    return _count_within(copied, max(0.0, deadline - time.monotonic()))
